@@ -1,0 +1,321 @@
+//! One caller-provided buffer, allocated from both ends.
+//!
+//! ```text
+//!  word 0                                                         capacity
+//!  +-------------------------+--------------------+-----------------------+
+//!  | step scratch  --->      |        free        |   <--- long-lived     |
+//!  | activations, saved      |                    | parameters, their     |
+//!  | values, activation      |                    | gradients, optimizer  |
+//!  | gradients, workspaces   |                    | state                 |
+//!  +-------------------------+--------------------+-----------------------+
+//!                       scratch_top          persist_bottom
+//! ```
+//!
+//! - Scratch is a bump allocator reset at the end of every step; a temporary
+//!   workspace can be returned early with [`Arena::mark`] / [`Arena::release`].
+//! - The long-lived end only grows (parameters are created once, at setup).
+//! - The high-water mark is the largest `scratch + long-lived` ever in use: the number a
+//!   device has to provide.
+//! - A *meta* arena has no buffer at all: it does the same bookkeeping and so reports
+//!   the exact high-water mark a real step would reach, while kernels are skipped.
+//! - Every allocation is checked; running out is [`Error::ArenaExhausted`] with the
+//!   bytes needed and free, and leaves the arena as it was.
+
+use crate::error::{Error, Result};
+use crate::scalar::Scalar;
+
+/// A range of words in the arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Span {
+    pub off: usize,
+    pub len: usize,
+}
+
+impl Span {
+    pub const EMPTY: Span = Span { off: 0, len: 0 };
+    pub fn end(&self) -> usize {
+        self.off + self.len
+    }
+}
+
+/// The memory of one graph: a typed buffer and two bump pointers.
+pub struct Arena<'a, S: Scalar> {
+    buf: &'a mut [S],
+    capacity: usize,
+    meta: bool,
+    scratch_top: usize,
+    persist_bottom: usize,
+    high_water: usize,
+}
+
+impl<'a, S: Scalar> Arena<'a, S> {
+    /// An arena over `buf`; its whole length is usable.
+    pub fn new(buf: &'a mut [S]) -> Self {
+        let capacity = buf.len();
+        Arena {
+            buf,
+            capacity,
+            meta: false,
+            scratch_top: 0,
+            persist_bottom: capacity,
+            high_water: 0,
+        }
+    }
+
+    /// A counting arena of `capacity_words` words that holds no data.
+    pub fn meta(capacity_words: usize) -> Arena<'static, S> {
+        Arena {
+            buf: &mut [],
+            capacity: capacity_words,
+            meta: true,
+            scratch_top: 0,
+            persist_bottom: capacity_words,
+            high_water: 0,
+        }
+    }
+
+    /// Whether this arena only counts (no data, kernels skipped).
+    pub fn is_meta(&self) -> bool {
+        self.meta
+    }
+
+    /// Capacity in bytes.
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity.saturating_mul(core::mem::size_of::<S>())
+    }
+
+    /// Bytes in use now (scratch and long-lived).
+    pub fn used_bytes(&self) -> usize {
+        self.words_in_use() * core::mem::size_of::<S>()
+    }
+
+    /// Bytes of the long-lived region (parameters, gradients, optimizer state).
+    pub fn persistent_bytes(&self) -> usize {
+        (self.capacity - self.persist_bottom) * core::mem::size_of::<S>()
+    }
+
+    /// The most bytes ever in use at once since creation or the last
+    /// [`Arena::reset_high_water`].
+    pub fn high_water_bytes(&self) -> usize {
+        self.high_water * core::mem::size_of::<S>()
+    }
+
+    /// Start measuring the high-water mark afresh from what is in use now.
+    pub fn reset_high_water(&mut self) {
+        self.high_water = self.words_in_use();
+    }
+
+    fn words_in_use(&self) -> usize {
+        self.scratch_top + (self.capacity - self.persist_bottom)
+    }
+
+    fn free_words(&self) -> usize {
+        self.persist_bottom - self.scratch_top
+    }
+
+    fn exhausted(&self, len: usize) -> Error {
+        let w = core::mem::size_of::<S>();
+        Error::ArenaExhausted {
+            needed: len.saturating_mul(w),
+            available: self.free_words() * w,
+        }
+    }
+
+    /// Scratch words, contents unspecified (kernels overwrite them).
+    pub(crate) fn alloc(&mut self, len: usize) -> Result<Span> {
+        if len > self.free_words() {
+            return Err(self.exhausted(len));
+        }
+        let span = Span {
+            off: self.scratch_top,
+            len,
+        };
+        self.scratch_top += len;
+        self.high_water = self.high_water.max(self.words_in_use());
+        Ok(span)
+    }
+
+    /// Scratch words set to zero (gradient buffers accumulate with `+=`).
+    pub(crate) fn alloc_zeroed(&mut self, len: usize) -> Result<Span> {
+        let span = self.alloc(len)?;
+        self.fill(span, S::ZERO);
+        Ok(span)
+    }
+
+    /// Long-lived words, set to zero.
+    pub(crate) fn alloc_persistent(&mut self, len: usize) -> Result<Span> {
+        if len > self.free_words() {
+            return Err(self.exhausted(len));
+        }
+        self.persist_bottom -= len;
+        self.high_water = self.high_water.max(self.words_in_use());
+        let span = Span {
+            off: self.persist_bottom,
+            len,
+        };
+        self.fill(span, S::ZERO);
+        Ok(span)
+    }
+
+    /// The current scratch top, to hand back to [`Arena::release`].
+    pub(crate) fn mark(&self) -> usize {
+        self.scratch_top
+    }
+
+    /// Frees every scratch allocation made after `mark` was taken.
+    pub(crate) fn release(&mut self, mark: usize) {
+        if mark <= self.scratch_top {
+            self.scratch_top = mark;
+        }
+    }
+
+    /// Frees all scratch (end of a step).
+    pub(crate) fn reset_scratch(&mut self) {
+        self.scratch_top = 0;
+    }
+
+    pub(crate) fn fill(&mut self, span: Span, v: S) {
+        if let Some(s) = self.buf.get_mut(span.off..span.end()) {
+            s.fill(v);
+        }
+    }
+
+    /// Read access to a span (empty in a meta arena).
+    pub(crate) fn get(&self, span: Span) -> &[S] {
+        self.buf.get(span.off..span.end()).unwrap_or(&[])
+    }
+
+    /// Write access to a span (empty in a meta arena).
+    pub(crate) fn get_mut(&mut self, span: Span) -> &mut [S] {
+        self.buf.get_mut(span.off..span.end()).unwrap_or(&mut [])
+    }
+
+    /// The whole buffer (optimizers index parameter, gradient and state spans in it).
+    pub(crate) fn whole_mut(&mut self) -> &mut [S] {
+        self.buf
+    }
+
+    /// `R` read views and one disjoint write view, borrowed at once. Spans come
+    /// from this arena's allocator, so they never overlap a fresh write span;
+    /// an overlap would be an engine bug and is reported as an error, not UB.
+    pub(crate) fn views<const R: usize>(
+        &mut self,
+        reads: [Span; R],
+        write: Span,
+    ) -> Result<([&[S]; R], &mut [S])> {
+        if self.meta {
+            return Ok(([&[][..]; R], &mut []));
+        }
+        let (lo, rest) = self.buf.split_at_mut(write.off.min(self.capacity));
+        let (mid, hi) = rest.split_at_mut(write.len.min(rest.len()));
+        let mut out: [&[S]; R] = [&[]; R];
+        for (o, r) in out.iter_mut().zip(reads.iter()) {
+            *o = if r.end() <= write.off {
+                &lo[r.off..r.end()]
+            } else if r.off >= write.end() && r.end() <= write.end() + hi.len() {
+                &hi[r.off - write.end()..r.end() - write.end()]
+            } else if r.len == 0 {
+                &[]
+            } else {
+                return Err(Error::InvalidState {
+                    what: "arena views overlap (engine bug)",
+                });
+            };
+        }
+        Ok((out, mid))
+    }
+}
+
+impl<S: Scalar> Arena<'_, S> {
+    /// Like [`Arena::views`] with two disjoint write views (kernels with two outputs).
+    pub(crate) fn views2<const R: usize>(
+        &mut self,
+        reads: [Span; R],
+        w1: Span,
+        w2: Span,
+    ) -> Result<([&[S]; R], &mut [S], &mut [S])> {
+        if self.meta {
+            return Ok(([&[][..]; R], &mut [], &mut []));
+        }
+        let swap = w2.off < w1.off;
+        let (a, b) = if swap { (w2, w1) } else { (w1, w2) };
+        if a.end() > b.off || b.end() > self.capacity {
+            return Err(Error::InvalidState {
+                what: "arena write views overlap (engine bug)",
+            });
+        }
+        // Pieces: [0, a.off) a [a.end, b.off) b [b.end, cap)
+        let (p0, rest) = self.buf.split_at_mut(a.off);
+        let (wa, rest) = rest.split_at_mut(a.len);
+        let (p1, rest) = rest.split_at_mut(b.off - a.end());
+        let (wb, p2) = rest.split_at_mut(b.len);
+        let pieces: [(usize, &[S]); 3] = [(0, p0), (a.end(), p1), (b.end(), p2)];
+        let mut out: [&[S]; R] = [&[]; R];
+        for (o, r) in out.iter_mut().zip(reads.iter()) {
+            let piece = pieces
+                .iter()
+                .find(|(start, p)| r.off >= *start && r.end() <= start + p.len());
+            *o = match piece {
+                Some((start, p)) => &p[r.off - start..r.end() - start],
+                None if r.len == 0 => &[],
+                None => {
+                    return Err(Error::InvalidState {
+                        what: "arena views overlap (engine bug)",
+                    })
+                }
+            };
+        }
+        Ok(if swap { (out, wb, wa) } else { (out, wa, wb) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_ends_meet_with_an_error_that_counts_bytes() {
+        let mut buf = [0.0f32; 16];
+        let mut a = Arena::new(&mut buf);
+        let p = a.alloc_persistent(6).unwrap();
+        assert_eq!(p, Span { off: 10, len: 6 });
+        let s = a.alloc(8).unwrap();
+        assert_eq!(s, Span { off: 0, len: 8 });
+        assert_eq!(
+            a.alloc(3),
+            Err(Error::ArenaExhausted {
+                needed: 12,
+                available: 8
+            })
+        );
+        // The failed call changed nothing: the last two words are still there.
+        assert!(a.alloc(2).is_ok());
+        assert_eq!(a.high_water_bytes(), 64);
+        a.reset_scratch();
+        assert_eq!(a.used_bytes(), 24);
+    }
+
+    #[test]
+    fn views_split_reads_around_the_write() {
+        let mut buf = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let mut a = Arena::new(&mut buf);
+        let lo = Span { off: 0, len: 2 };
+        let w = Span { off: 2, len: 2 };
+        let hi = Span { off: 4, len: 2 };
+        let ([x, y], out) = a.views([lo, hi], w).unwrap();
+        out[0] = x[0] + y[1];
+        assert_eq!(buf[2], 7.0);
+    }
+
+    #[test]
+    fn meta_arena_counts_without_data() {
+        let mut a = Arena::<f32>::meta(100);
+        a.alloc_persistent(10).unwrap();
+        let m = a.mark();
+        a.alloc(50).unwrap();
+        a.release(m);
+        a.alloc(20).unwrap();
+        assert_eq!(a.high_water_bytes(), 240);
+        assert!(a.alloc(71).is_err());
+    }
+}

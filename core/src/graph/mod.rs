@@ -1,0 +1,481 @@
+//! The user-facing step: a define-by-run tape over one arena.
+//!
+//! - Parameters are created once, at setup, in the arena's long-lived end; their
+//!   gradients sit next to them and accumulate until [`Graph::zero_grad`].
+//! - A step creates inputs and calls ops (methods of [`Graph`], one file per op family
+//!   in `ops/`); each call validates its parameters, allocates its output from scratch,
+//!   runs the kernel and appends a record to the tape.
+//! - [`Graph::backward`] walks the records in reverse. The tape is append-only, so it is
+//!   already in topological order.
+//! - [`Graph::end_step`] drops the step's records and scratch; handles from that step
+//!   become stale and are refused with [`Error::StaleTensor`].
+//! - With a meta arena ([`Graph::meta`]) the same calls only do shape arithmetic and
+//!   allocation bookkeeping: the high-water mark equals a real step's by construction.
+
+mod node;
+
+pub(crate) use node::{Node, NodeId, Op};
+
+use crate::arena::{Arena, Span};
+use crate::error::{Error, Result};
+use crate::scalar::Scalar;
+use crate::shape::Shape;
+
+/// A handle to a tensor of a graph: cheap to copy, checked on use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tensor {
+    pub(crate) id: NodeId,
+    pub(crate) gen: u16,
+}
+
+/// Generation of parameters: valid in every step.
+const PARAM_GEN: u16 = 0;
+
+/// A define-by-run graph over an arena, with room for `N` tape records (parameters,
+/// inputs and op outputs together).
+pub struct Graph<'a, S: Scalar, const N: usize> {
+    pub(crate) arena: Arena<'a, S>,
+    pub(crate) nodes: heapless::Vec<Node, N>,
+    n_params: usize,
+    gen: u16,
+    grad_enabled: bool,
+}
+
+impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
+    /// A graph whose arena is the caller's buffer.
+    pub fn new(buf: &'a mut [S]) -> Self {
+        Self::with_arena(Arena::new(buf))
+    }
+
+    /// A graph that computes nothing and only plans: shapes and arena bytes, for an
+    /// arena of `capacity_bytes` (pass `usize::MAX` to ask "how much?" rather than
+    /// "does it fit?").
+    pub fn meta(capacity_bytes: usize) -> Graph<'static, S, N> {
+        Graph::with_arena(Arena::meta(capacity_bytes / core::mem::size_of::<S>()))
+    }
+
+    fn with_arena(arena: Arena<'_, S>) -> Graph<'_, S, N> {
+        Graph {
+            arena,
+            nodes: heapless::Vec::new(),
+            n_params: 0,
+            gen: 1,
+            grad_enabled: true,
+        }
+    }
+
+    /// The arena, for its byte counts.
+    pub fn arena(&self) -> &Arena<'a, S> {
+        &self.arena
+    }
+
+    /// Start measuring the arena's high-water mark afresh (for example before a step).
+    pub fn reset_high_water(&mut self) {
+        self.arena.reset_high_water();
+    }
+
+    /// Whether this graph only plans.
+    pub fn is_meta(&self) -> bool {
+        self.arena.is_meta()
+    }
+
+    /// Turn gradient recording off (inference) or on. Off, ops keep no saved values
+    /// and outputs cannot be differentiated.
+    pub fn set_grad_enabled(&mut self, on: bool) {
+        self.grad_enabled = on;
+    }
+
+    /// Number of records on the tape now (parameters included).
+    pub fn tape_len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Number of parameters.
+    pub fn num_params(&self) -> usize {
+        self.n_params
+    }
+
+    /// The handle of parameter `i` (creation order).
+    pub fn param_handle(&self, i: usize) -> Option<Tensor> {
+        (i < self.n_params).then_some(Tensor {
+            id: i as NodeId,
+            gen: PARAM_GEN,
+        })
+    }
+
+    // ---- handles -------------------------------------------------------------------
+
+    pub(crate) fn id(&self, t: Tensor) -> Result<usize> {
+        let id = t.id as usize;
+        let ok = if t.gen == PARAM_GEN {
+            id < self.n_params
+        } else {
+            t.gen == self.gen && id >= self.n_params && id < self.nodes.len()
+        };
+        if ok {
+            Ok(id)
+        } else {
+            Err(Error::StaleTensor)
+        }
+    }
+
+    pub(crate) fn node(&self, t: Tensor) -> Result<&Node> {
+        let id = self.id(t)?;
+        Ok(&self.nodes[id])
+    }
+
+    /// The shape of a tensor.
+    pub fn shape(&self, t: Tensor) -> Result<Shape> {
+        Ok(self.node(t)?.shape)
+    }
+
+    /// A tensor's values (empty in a meta graph).
+    pub fn data(&self, t: Tensor) -> Result<&[S]> {
+        let span = self.node(t)?.data;
+        Ok(self.arena.get(span))
+    }
+
+    /// A tensor's gradient, if it has one (after [`Graph::backward`]).
+    pub fn grad(&self, t: Tensor) -> Result<Option<&[S]>> {
+        Ok(self.node(t)?.grad.map(|g| self.arena.get(g)))
+    }
+
+    /// Write access to a parameter's values (initialisation, loading weights).
+    pub fn param_data_mut(&mut self, t: Tensor) -> Result<&mut [S]> {
+        if t.gen != PARAM_GEN {
+            return Err(Error::InvalidParam {
+                op: "param_data_mut",
+                what: "tensor is not a parameter",
+                value: t.id as i64,
+            });
+        }
+        let span = self.node(t)?.data;
+        Ok(self.arena.get_mut(span))
+    }
+
+    // ---- leaves --------------------------------------------------------------------
+
+    /// A trainable parameter of the given shape, zero-filled, with a gradient buffer
+    /// beside it. Parameters are created at setup, before the first step records.
+    pub fn param(&mut self, dims: &[usize]) -> Result<Tensor> {
+        if self.nodes.len() != self.n_params {
+            return Err(Error::InvalidState {
+                what: "parameters must be created before a step records ops",
+            });
+        }
+        let shape = Shape::new(dims)?;
+        if self.nodes.is_full() {
+            return Err(Error::TapeFull { capacity: N });
+        }
+        let n = shape.numel();
+        let both = n.checked_mul(2).ok_or(Error::Overflow { op: "param" })?;
+        // One allocation for data and gradient, so a failure leaves nothing behind.
+        let span = self.arena.alloc_persistent(both)?;
+        let node = Node {
+            shape,
+            data: Span { off: span.off, len: n },
+            grad: Some(Span {
+                off: span.off + n,
+                len: n,
+            }),
+            requires_grad: true,
+            op: Op::Leaf,
+            saved: Span::EMPTY,
+        };
+        let id = self.nodes.len();
+        self.nodes
+            .push(node)
+            .map_err(|_| Error::TapeFull { capacity: N })?;
+        self.n_params += 1;
+        Ok(Tensor {
+            id: id as NodeId,
+            gen: PARAM_GEN,
+        })
+    }
+
+    /// Long-lived zeroed words for optimizer state, taken next to the parameters.
+    pub(crate) fn alloc_state(&mut self, len: usize) -> Result<Span> {
+        if self.nodes.len() != self.n_params {
+            return Err(Error::InvalidState {
+                what: "optimizer state must be created before a step records ops",
+            });
+        }
+        self.arena.alloc_persistent(len)
+    }
+
+    /// An input tensor holding a copy of `data` (which must have exactly the shape's
+    /// number of elements; a meta graph also accepts an empty slice).
+    pub fn input(&mut self, dims: &[usize], data: &[S]) -> Result<Tensor> {
+        self.input_leaf(dims, false, |dst| {
+            if dst.len() == data.len() {
+                dst.copy_from_slice(data);
+                Ok(())
+            } else {
+                Err(data.len())
+            }
+        })
+    }
+
+    /// An input whose gradient is wanted (gradient checks, the conformance runner).
+    pub fn input_with_grad(&mut self, dims: &[usize], data: &[S]) -> Result<Tensor> {
+        self.input_leaf(dims, true, |dst| {
+            if dst.len() == data.len() {
+                dst.copy_from_slice(data);
+                Ok(())
+            } else {
+                Err(data.len())
+            }
+        })
+    }
+
+    /// An input filled in place by `fill` (for example converting `u8` pixels), so no
+    /// intermediate buffer is needed. `fill` is not called in a meta graph.
+    pub fn input_with(&mut self, dims: &[usize], fill: impl FnOnce(&mut [S])) -> Result<Tensor> {
+        self.input_leaf(dims, false, |dst| {
+            fill(dst);
+            Ok(())
+        })
+    }
+
+    fn input_leaf(
+        &mut self,
+        dims: &[usize],
+        requires_grad: bool,
+        fill: impl FnOnce(&mut [S]) -> core::result::Result<(), usize>,
+    ) -> Result<Tensor> {
+        let shape = Shape::new(dims)?;
+        let mark = self.arena.mark();
+        let t = self.push(shape, Op::Leaf, requires_grad, 0)?;
+        if !self.arena.is_meta() {
+            let span = self.nodes[t.id as usize].data;
+            if let Err(found) = fill(self.arena.get_mut(span)) {
+                self.nodes.pop();
+                self.arena.release(mark);
+                return Err(Error::ShapeMismatch {
+                    op: "input",
+                    what: "data length vs shape",
+                    expected: shape.numel(),
+                    found,
+                });
+            }
+        }
+        Ok(t)
+    }
+
+    // ---- recording -----------------------------------------------------------------
+
+    /// Whether an op on these inputs records a gradient path.
+    pub(crate) fn needs_grad(&self, inputs: &[Option<usize>]) -> bool {
+        self.grad_enabled
+            && inputs
+                .iter()
+                .flatten()
+                .any(|&i| self.nodes[i].requires_grad)
+    }
+
+    /// Fails early, before any allocation, when the tape has no room.
+    pub(crate) fn ensure_room(&self) -> Result<()> {
+        if self.nodes.is_full() {
+            Err(Error::TapeFull { capacity: N })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Appends a record with a fresh data span of `shape` and `saved_len` saved words.
+    /// On failure nothing is allocated and nothing is recorded.
+    pub(crate) fn push(
+        &mut self,
+        shape: Shape,
+        op: Op,
+        requires_grad: bool,
+        saved_len: usize,
+    ) -> Result<Tensor> {
+        self.ensure_room()?;
+        let mark = self.arena.mark();
+        let data = self.arena.alloc(shape.numel())?;
+        let saved = match self.arena.alloc(saved_len) {
+            Ok(s) => s,
+            Err(e) => {
+                self.arena.release(mark);
+                return Err(e);
+            }
+        };
+        self.push_node(Node {
+            shape,
+            data,
+            grad: None,
+            requires_grad,
+            op,
+            saved,
+        })
+    }
+
+    /// Appends a record whose data span was chosen by the caller (views).
+    pub(crate) fn push_node(&mut self, node: Node) -> Result<Tensor> {
+        let id = self.nodes.len();
+        self.nodes
+            .push(node)
+            .map_err(|_| Error::TapeFull { capacity: N })?;
+        Ok(Tensor {
+            id: id as NodeId,
+            gen: self.gen,
+        })
+    }
+
+    /// Undo the last `push` (an op whose kernel setup failed after allocating).
+    pub(crate) fn pop_last(&mut self, mark: usize) {
+        self.nodes.pop();
+        self.arena.release(mark);
+    }
+
+    // ---- backward ------------------------------------------------------------------
+
+    /// Gradients of `loss` (a one-element tensor) with respect to every parameter and
+    /// every input created with a gradient, accumulated with `+=` into their gradient
+    /// buffers. All activation gradients are allocated before any is written, so an
+    /// [`Error::ArenaExhausted`] here leaves the parameter gradients untouched.
+    pub fn backward(&mut self, loss: Tensor) -> Result<()> {
+        let id = self.id(loss)?;
+        if self.nodes[id].shape.numel() != 1 {
+            return Err(Error::NoGradient {
+                what: "loss must have exactly one element (use backward_with for others)",
+            });
+        }
+        self.backward_seeded(id, None)
+    }
+
+    /// Like [`Graph::backward`] from any tensor `t`, with `seed` as the gradient flowing
+    /// into it (PyTorch's `t.backward(gradient)`); `seed` has `t`'s number of elements.
+    pub fn backward_with(&mut self, t: Tensor, seed: &[S]) -> Result<()> {
+        let id = self.id(t)?;
+        let n = self.nodes[id].shape.numel();
+        if seed.len() != n && !self.arena.is_meta() {
+            return Err(Error::ShapeMismatch {
+                op: "backward_with",
+                what: "seed length vs tensor elements",
+                expected: n,
+                found: seed.len(),
+            });
+        }
+        self.backward_seeded(id, Some(seed))
+    }
+
+    fn backward_seeded(&mut self, id: usize, seed: Option<&[S]>) -> Result<()> {
+        if !self.nodes[id].requires_grad {
+            return Err(Error::NoGradient {
+                what: "nothing that requires a gradient led to this tensor",
+            });
+        }
+        let mark = self.arena.mark();
+        for i in self.n_params..=id {
+            let n = self.nodes[i];
+            if n.requires_grad && n.grad.is_none() {
+                match self.arena.alloc_zeroed(n.shape.numel()) {
+                    Ok(g) => self.nodes[i].grad = Some(g),
+                    Err(e) => {
+                        for node in &mut self.nodes[self.n_params..=i] {
+                            if node.grad.is_some_and(|g| g.off >= mark) {
+                                node.grad = None;
+                            }
+                        }
+                        self.arena.release(mark);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        if let Some(g) = self.nodes[id].grad {
+            let dst = self.arena.get_mut(g);
+            match seed {
+                None => {
+                    if let Some(v) = dst.first_mut() {
+                        *v += S::ONE;
+                    }
+                }
+                Some(seed) => {
+                    for (d, &s) in dst.iter_mut().zip(seed) {
+                        *d += s;
+                    }
+                }
+            }
+        }
+        for i in (self.n_params..=id).rev() {
+            let n = self.nodes[i];
+            if !n.requires_grad || matches!(n.op, Op::Leaf) {
+                continue;
+            }
+            self.backward_node(i)?;
+        }
+        Ok(())
+    }
+
+    /// Runs one record's backward rule (each lives beside its forward in `ops/`).
+    fn backward_node(&mut self, i: usize) -> Result<()> {
+        if self.arena.is_meta() {
+            return Ok(());
+        }
+        match self.nodes[i].op {
+            Op::Leaf => Ok(()),
+            Op::Conv2d { x, w, b, p } => self.conv2d_backward(i, x, w, b, p),
+            Op::MaxPool2d { x, p } => self.max_pool2d_backward(i, x, p),
+            Op::AvgPool2d { x, p } => self.avg_pool2d_backward(i, x, p),
+            Op::AdaptiveAvgPool2d { x } => self.adaptive_avg_pool2d_backward(i, x),
+            Op::Linear { x, w, b } => self.linear_backward(i, x, w, b),
+            Op::Relu { x } => self.relu_backward(i, x),
+            Op::LeakyRelu { x, slope } => self.leaky_relu_backward(i, x, slope),
+            Op::Sigmoid { x } => self.sigmoid_backward(i, x),
+            Op::Tanh { x } => self.tanh_backward(i, x),
+            Op::Add { a, b } => self.add_backward(i, a, b),
+            Op::Mul { a, b } => self.mul_backward(i, a, b),
+            Op::Reshape { x } => self.reshape_backward(i, x),
+            Op::CrossEntropy { logits } => self.cross_entropy_backward(i, logits),
+            Op::MseLoss { x, t } => self.mse_loss_backward(i, x, t),
+        }
+    }
+
+    /// `grad[input] += f(grad[output], ...)`: the read spans and the input's gradient
+    /// span, or `None` when the input needs no gradient.
+    pub(crate) fn grad_of(&self, id: NodeId) -> Option<Span> {
+        let n = &self.nodes[id as usize];
+        if n.requires_grad {
+            n.grad
+        } else {
+            None
+        }
+    }
+
+    // ---- end of step ---------------------------------------------------------------
+
+    /// Zeroes every parameter gradient (before accumulating a new batch).
+    pub fn zero_grad(&mut self) {
+        for i in 0..self.n_params {
+            if let Some(g) = self.nodes[i].grad {
+                self.arena.fill(g, S::ZERO);
+            }
+        }
+    }
+
+    /// Ends the step: drops its records and scratch memory. Parameters, their
+    /// gradients and optimizer state stay.
+    pub fn end_step(&mut self) {
+        self.nodes.truncate(self.n_params);
+        self.arena.reset_scratch();
+        self.gen = match self.gen.wrapping_add(1) {
+            PARAM_GEN => PARAM_GEN + 1,
+            g => g,
+        };
+    }
+
+    /// Visit every parameter with its data and gradient (optimizers, weight I/O).
+    pub(crate) fn param_spans(&self) -> impl Iterator<Item = (Span, Span)> + '_ {
+        self.nodes[..self.n_params]
+            .iter()
+            .map(|n| (n.data, n.grad.unwrap_or(Span::EMPTY)))
+    }
+
+    /// Raw arena access for optimizers.
+    pub(crate) fn arena_mut(&mut self) -> &mut Arena<'a, S> {
+        &mut self.arena
+    }
+}

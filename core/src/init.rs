@@ -1,0 +1,76 @@
+//! Deterministic random numbers and PyTorch's default parameter initialisation.
+//!
+//! - [`Rng`] is SplitMix64: tiny, fast, and the same sequence on every target.
+//! - `nn.Conv2d` and `nn.Linear` use `kaiming_uniform_(a = sqrt(5))` for weights, which
+//!   works out to `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`, and the same bound for biases.
+
+use crate::error::Result;
+use crate::graph::{Graph, Tensor};
+use crate::scalar::Scalar;
+
+/// A seeded SplitMix64 generator.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    state: u64,
+}
+
+impl Rng {
+    /// A generator from a seed; equal seeds give equal sequences everywhere.
+    pub fn new(seed: u64) -> Self {
+        Rng { state: seed }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The next 32 random bits.
+    pub fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    /// Uniform in `[0, 1)` with 24 bits of resolution.
+    pub fn next_f32(&mut self) -> f32 {
+        (self.next_u32() >> 8) as f32 * (1.0 / 16_777_216.0)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.next_f32()
+    }
+
+    /// Uniform integer in `0..n` (`n > 0`; returns 0 for `n == 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next_u64() % n as u64) as usize
+        }
+    }
+
+    /// Fisher-Yates shuffle.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+}
+
+/// Fills parameter `t` with `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`.
+pub fn uniform_fan_in<S: Scalar, const N: usize>(
+    g: &mut Graph<'_, S, N>,
+    t: Tensor,
+    fan_in: usize,
+    rng: &mut Rng,
+) -> Result<()> {
+    let bound = 1.0 / libm::sqrtf(fan_in.max(1) as f32);
+    for v in g.param_data_mut(t)? {
+        *v = S::from_f32(rng.uniform(-bound, bound));
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! Pure math on slices: no arena, no tape, no errors.
+//!
+//! Callers (the ops) validate every size first, so kernels only `debug_assert!`.
+//! Each kernel is the plain reference version, generic over [`Scalar`](crate::Scalar);
+//! the inner loops are contiguous rows (axpy and dot) so that they vectorise, and a
+//! target-specific version can replace one without touching the tape.
+
+pub mod conv;
+pub mod elementwise;
+pub mod linear;
+pub mod pool;
+
+use crate::scalar::Scalar;
+
+/// `y[i] += a * x[i * stride]` for every `i` of `y`.
+#[inline(always)]
+pub(crate) fn axpy_strided<S: Scalar>(y: &mut [S], a: S, x: &[S], stride: usize) {
+    if stride == 1 {
+        for (yv, &xv) in y.iter_mut().zip(x) {
+            *yv += a * xv;
+        }
+    } else {
+        for (yv, &xv) in y.iter_mut().zip(x.iter().step_by(stride)) {
+            *yv += a * xv;
+        }
+    }
+}
+
+/// `x[i * stride] += a * y[i]` for every `i` of `y` (the scatter of axpy).
+#[inline(always)]
+pub(crate) fn axpy_scatter<S: Scalar>(x: &mut [S], a: S, y: &[S], stride: usize) {
+    if stride == 1 {
+        for (xv, &yv) in x.iter_mut().zip(y) {
+            *xv += a * yv;
+        }
+    } else {
+        for (xv, &yv) in x.iter_mut().step_by(stride).zip(y) {
+            *xv += a * yv;
+        }
+    }
+}
+
+/// `acc + sum_i y[i] * x[i * stride]`, accumulated in the wide accumulator.
+#[inline(always)]
+pub(crate) fn dot_strided<S: Scalar>(mut acc: S::Acc, y: &[S], x: &[S], stride: usize) -> S::Acc {
+    if stride == 1 {
+        for (&yv, &xv) in y.iter().zip(x) {
+            acc = S::mac(acc, yv, xv);
+        }
+    } else {
+        for (&yv, &xv) in y.iter().zip(x.iter().step_by(stride)) {
+            acc = S::mac(acc, yv, xv);
+        }
+    }
+    acc
+}
+
+/// The outputs `o` in `0..out_len` whose input index `o * stride + offset - pad` lies in
+/// `0..in_len`, as a half-open range (empty when there are none).
+#[inline]
+pub(crate) fn valid_range(
+    out_len: usize,
+    in_len: usize,
+    stride: usize,
+    pad: usize,
+    offset: usize,
+) -> (usize, usize) {
+    let s = stride as isize;
+    let start = pad as isize - offset as isize;
+    let lo = if start <= 0 { 0 } else { (start + s - 1) / s };
+    let lim = in_len as isize + pad as isize - offset as isize;
+    let hi = if lim <= 0 { 0 } else { (lim + s - 1) / s };
+    let lo = (lo as usize).min(out_len);
+    let hi = (hi as usize).min(out_len).max(lo);
+    (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_range;
+
+    #[test]
+    fn valid_range_matches_brute_force() {
+        for in_len in 1..8 {
+            for stride in 1..4 {
+                for pad in 0..3 {
+                    for offset in 0..6 {
+                        let out_len = 9;
+                        let brute: Vec<usize> = (0..out_len)
+                            .filter(|&o| {
+                                let i = (o * stride + offset) as isize - pad as isize;
+                                i >= 0 && i < in_len as isize
+                            })
+                            .collect();
+                        let (lo, hi) = valid_range(out_len, in_len, stride, pad, offset);
+                        assert_eq!((lo..hi).collect::<Vec<_>>(), brute);
+                    }
+                }
+            }
+        }
+    }
+}

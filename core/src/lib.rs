@@ -1,0 +1,79 @@
+//! torchlet: a `no_std` tensor engine that **trains** tiny convolutional networks on
+//! microcontrollers and in the browser, with a PyTorch-style define-by-run autograd.
+//!
+//! # Layers (each uses only the ones below it)
+//!
+//! | layer | modules | what it does |
+//! |---|---|---|
+//! | conveniences | [`nn`], [`optim`], [`init`] | layers and [`nn::Sequential`], SGD and Adam, seeded init |
+//! | recording | [`Graph`] | inputs, parameters, op calls, [`Graph::backward`], meta planning |
+//! | ops | [`ops`] | validate, shape rule, allocate, call the kernel, backward rule |
+//! | memory | [`Arena`], [`Shape`] | one caller buffer, two ends, exact high-water mark |
+//! | kernels | [`kernels`] | pure math on slices: no arena, no tape, no errors |
+//!
+//! - **One arena.** All memory comes from a buffer the caller hands over: parameters,
+//!   gradients and optimizer state at one end, the step's activations, saved values and
+//!   activation gradients at the other, released by [`Graph::end_step`].
+//! - **A tape of fixed capacity.** `Graph<S, N>` holds at most `N` records; a step that
+//!   needs more gets [`Error::TapeFull`]. The tape is rebuilt every step, so the forward
+//!   code may branch on the input size.
+//! - **Meta execution.** [`Graph::meta`] runs the same step code without data and tells
+//!   the exact arena bytes a real step needs.
+//! - **Numbers.** Everything is generic over [`Scalar`]; `f32` is provided.
+//!
+//! # The no-panic contract
+//! Every public function that takes shapes, sizes, parameters or data returns
+//! [`Result`], with an [`Error`] naming the op and the sizes. A failed call leaves the
+//! graph usable: parameters and the long-lived arena region are untouched, and the
+//! scratch it had taken is given back.
+//!
+//! # Features
+//! - default: `no_std`, no `alloc`.
+//! - `std`: host conveniences.
+//! - `defmt`: `defmt::Format` for [`Error`] and [`Shape`].
+//!
+//! # Example: one training step of a tiny CNN
+//! ```
+//! use torchlet::{nn, optim::Sgd, init::Rng, Graph};
+//!
+//! # fn main() -> Result<(), torchlet::Error> {
+//! let mut arena = [0.0f32; 16 * 1024];            // 64 KiB, from anywhere
+//! let mut g: Graph<f32, 32> = Graph::new(&mut arena);
+//! let mut rng = Rng::new(0);
+//! let model = nn::digits_fcn(&mut g, &mut rng)?;  // W1: 6,218 parameters
+//! let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0)?;
+//!
+//! let image = [0.5f32; 12 * 20];                  // any size, here 12x20
+//! g.zero_grad();
+//! let x = g.input(&[1, 1, 12, 20], &image)?;
+//! let logits = model.forward(&mut g, x)?;
+//! let loss = g.cross_entropy(logits, &[3])?;
+//! g.backward(loss)?;
+//! sgd.step(&mut g)?;
+//! g.end_step();
+//! # Ok(()) }
+//! ```
+#![cfg_attr(not(any(test, feature = "std")), no_std)]
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+mod arena;
+mod error;
+mod graph;
+mod scalar;
+mod shape;
+
+pub mod init;
+pub mod kernels;
+pub mod nn;
+pub mod ops;
+pub mod optim;
+
+pub use arena::Arena;
+pub use error::{Error, Result};
+pub use graph::{Graph, Tensor};
+pub use ops::conv::Conv2dParams;
+pub use ops::pool::Pool2dParams;
+pub use scalar::Scalar;
+pub use shape::{Shape, MAX_RANK};

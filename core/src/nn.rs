@@ -1,0 +1,195 @@
+//! Layer conveniences: `Conv2d`, `Linear`, activations and pools as [`Layer`]s, and a
+//! [`Sequential`] of them held inline (no heap). Each layer owns parameter handles of a
+//! [`Graph`] and calls the same ops the plain-function style uses.
+
+use crate::error::{Error, Result};
+use crate::graph::{Graph, Tensor};
+use crate::init::{uniform_fan_in, Rng};
+use crate::ops::conv::Conv2dParams;
+use crate::ops::pool::Pool2dParams;
+use crate::scalar::Scalar;
+
+/// A 2-D convolution layer with PyTorch's initialisation.
+#[derive(Clone, Copy, Debug)]
+pub struct Conv2d {
+    /// `[out, in/groups, k, k]`.
+    pub weight: Tensor,
+    /// `[out]`, if the layer has a bias.
+    pub bias: Option<Tensor>,
+    /// Stride, padding, dilation, groups.
+    pub params: Conv2dParams,
+}
+
+impl Conv2d {
+    /// A `kernel x kernel` convolution from `in_ch` to `out_ch` channels.
+    pub fn new<S: Scalar, const N: usize>(
+        g: &mut Graph<'_, S, N>,
+        in_ch: usize,
+        out_ch: usize,
+        kernel: usize,
+        params: Conv2dParams,
+        bias: bool,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        if params.groups == 0 || in_ch % params.groups != 0 {
+            return Err(Error::InvalidParam {
+                op: "Conv2d",
+                what: "groups must divide the input channels",
+                value: params.groups as i64,
+            });
+        }
+        let cin_g = in_ch / params.groups;
+        let weight = g.param(&[out_ch, cin_g, kernel, kernel])?;
+        let fan_in = cin_g * kernel * kernel;
+        uniform_fan_in(g, weight, fan_in, rng)?;
+        let bias = if bias {
+            let b = g.param(&[out_ch])?;
+            uniform_fan_in(g, b, fan_in, rng)?;
+            Some(b)
+        } else {
+            None
+        };
+        Ok(Conv2d { weight, bias, params })
+    }
+
+    /// Applies the layer.
+    pub fn forward<S: Scalar, const N: usize>(&self, g: &mut Graph<'_, S, N>, x: Tensor) -> Result<Tensor> {
+        g.conv2d(x, self.weight, self.bias, self.params)
+    }
+}
+
+/// A fully connected layer with PyTorch's initialisation.
+#[derive(Clone, Copy, Debug)]
+pub struct Linear {
+    /// `[out, in]`.
+    pub weight: Tensor,
+    /// `[out]`, if the layer has a bias.
+    pub bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// A layer from `inp` to `out` features.
+    pub fn new<S: Scalar, const N: usize>(
+        g: &mut Graph<'_, S, N>,
+        inp: usize,
+        out: usize,
+        bias: bool,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        let weight = g.param(&[out, inp])?;
+        uniform_fan_in(g, weight, inp, rng)?;
+        let bias = if bias {
+            let b = g.param(&[out])?;
+            uniform_fan_in(g, b, inp, rng)?;
+            Some(b)
+        } else {
+            None
+        };
+        Ok(Linear { weight, bias })
+    }
+
+    /// Applies the layer.
+    pub fn forward<S: Scalar, const N: usize>(&self, g: &mut Graph<'_, S, N>, x: Tensor) -> Result<Tensor> {
+        g.linear(x, self.weight, self.bias)
+    }
+}
+
+/// One step of a [`Sequential`].
+#[derive(Clone, Copy, Debug)]
+pub enum Layer {
+    /// See [`Conv2d`].
+    Conv2d(Conv2d),
+    /// See [`Linear`].
+    Linear(Linear),
+    /// `max(x, 0)`.
+    Relu,
+    /// Leaky ReLU with the given negative slope.
+    LeakyRelu(f32),
+    /// Logistic sigmoid.
+    Sigmoid,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// Max pooling.
+    MaxPool2d(Pool2dParams),
+    /// Average pooling.
+    AvgPool2d(Pool2dParams),
+    /// Adaptive average pooling to `[h, w]` (`[1, 1]` is global average pooling).
+    AdaptiveAvgPool2d([usize; 2]),
+    /// Flatten from the given dimension.
+    Flatten(usize),
+}
+
+impl Layer {
+    /// Applies the layer.
+    pub fn forward<S: Scalar, const N: usize>(&self, g: &mut Graph<'_, S, N>, x: Tensor) -> Result<Tensor> {
+        match self {
+            Layer::Conv2d(c) => c.forward(g, x),
+            Layer::Linear(l) => l.forward(g, x),
+            Layer::Relu => g.relu(x),
+            Layer::LeakyRelu(a) => g.leaky_relu(x, *a),
+            Layer::Sigmoid => g.sigmoid(x),
+            Layer::Tanh => g.tanh(x),
+            Layer::MaxPool2d(p) => g.max_pool2d(x, *p),
+            Layer::AvgPool2d(p) => g.avg_pool2d(x, *p),
+            Layer::AdaptiveAvgPool2d(s) => g.adaptive_avg_pool2d(x, *s),
+            Layer::Flatten(d) => g.flatten(x, *d),
+        }
+    }
+}
+
+/// Layers applied in order, stored inline: at most `L` of them.
+#[derive(Clone, Debug, Default)]
+pub struct Sequential<const L: usize> {
+    layers: heapless::Vec<Layer, L>,
+}
+
+impl<const L: usize> Sequential<L> {
+    /// An empty sequence.
+    pub fn new() -> Self {
+        Sequential {
+            layers: heapless::Vec::new(),
+        }
+    }
+
+    /// Appends a layer; errors when all `L` places are taken.
+    pub fn push(&mut self, layer: Layer) -> Result<()> {
+        self.layers.push(layer).map_err(|_| Error::InvalidParam {
+            op: "Sequential::push",
+            what: "no room for another layer; capacity",
+            value: L as i64,
+        })
+    }
+
+    /// The layers.
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    /// Applies every layer in order.
+    pub fn forward<S: Scalar, const N: usize>(&self, g: &mut Graph<'_, S, N>, mut x: Tensor) -> Result<Tensor> {
+        for layer in &self.layers {
+            x = layer.forward(g, x)?;
+        }
+        Ok(x)
+    }
+}
+
+/// Reference workload W1, "digits-fcn": three 3x3 convolutions (1->8->16->32, padding
+/// 1, ReLU, max-pool 2 after the first two), global average pooling and a 32->10
+/// linear head; 6,218 parameters; any input of at least 4x4 pixels.
+pub fn digits_fcn<S: Scalar, const N: usize>(g: &mut Graph<'_, S, N>, rng: &mut Rng) -> Result<Sequential<12>> {
+    let mut s = Sequential::new();
+    let pad1 = Conv2dParams::padded(1);
+    s.push(Layer::Conv2d(Conv2d::new(g, 1, 8, 3, pad1, true, rng)?))?;
+    s.push(Layer::Relu)?;
+    s.push(Layer::MaxPool2d(Pool2dParams::square(2)))?;
+    s.push(Layer::Conv2d(Conv2d::new(g, 8, 16, 3, pad1, true, rng)?))?;
+    s.push(Layer::Relu)?;
+    s.push(Layer::MaxPool2d(Pool2dParams::square(2)))?;
+    s.push(Layer::Conv2d(Conv2d::new(g, 16, 32, 3, pad1, true, rng)?))?;
+    s.push(Layer::Relu)?;
+    s.push(Layer::AdaptiveAvgPool2d([1, 1]))?;
+    s.push(Layer::Flatten(1))?;
+    s.push(Layer::Linear(Linear::new(g, 32, 10, true, rng)?))?;
+    Ok(s)
+}

@@ -1,0 +1,161 @@
+//! conv2d: `torch.nn.functional.conv2d` with stride, padding, dilation and groups
+//! (depthwise is `groups == in_channels`).
+
+use super::{expect_rank, window_out};
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::kernels::conv::{self as k, ConvGeom};
+use crate::scalar::Scalar;
+use crate::shape::Shape;
+
+/// Parameters of a 2-D convolution (rows, columns). `Default` is PyTorch's:
+/// stride 1, padding 0, dilation 1, one group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dParams {
+    /// Step between windows.
+    pub stride: [usize; 2],
+    /// Zeros added on both sides.
+    pub padding: [usize; 2],
+    /// Spacing between kernel taps.
+    pub dilation: [usize; 2],
+    /// Channel groups; input and output channels must both be divisible by it.
+    pub groups: usize,
+}
+
+impl Default for Conv2dParams {
+    fn default() -> Self {
+        Conv2dParams {
+            stride: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        }
+    }
+}
+
+impl Conv2dParams {
+    /// Same padding on every side (`padding=p` in PyTorch).
+    pub fn padded(p: usize) -> Self {
+        Conv2dParams {
+            padding: [p, p],
+            ..Default::default()
+        }
+    }
+}
+
+const OP: &str = "conv2d";
+
+/// Validates shapes and parameters and returns the kernel geometry.
+pub(crate) fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &Conv2dParams) -> Result<ConvGeom> {
+    expect_rank(OP, "input rank (N, C, H, W)", x.rank(), 4)?;
+    expect_rank(OP, "weight rank (out, in/groups, kh, kw)", w.rank(), 4)?;
+    let (n, c_in, h, wd) = (x.dim(0), x.dim(1), x.dim(2), x.dim(3));
+    let (c_out, cin_g, kh, kw) = (w.dim(0), w.dim(1), w.dim(2), w.dim(3));
+    if p.groups == 0 {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "groups must be at least 1",
+            value: 0,
+        });
+    }
+    if c_in % p.groups != 0 || c_out % p.groups != 0 {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "groups must divide input and output channels",
+            value: p.groups as i64,
+        });
+    }
+    if cin_g != c_in / p.groups {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            what: "weight input channels vs input channels / groups",
+            expected: c_in / p.groups,
+            found: cin_g,
+        });
+    }
+    if n == 0 || c_in == 0 || c_out == 0 || h == 0 || wd == 0 {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            what: "zero-sized input or weight dimension",
+            expected: 1,
+            found: 0,
+        });
+    }
+    if let Some(b) = b {
+        if b.rank() != 1 || b.dim(0) != c_out {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "bias length vs output channels",
+                expected: c_out,
+                found: b.numel(),
+            });
+        }
+    }
+    let oh = window_out(OP, h, kh, p.stride[0], p.padding[0], p.dilation[0], false)?;
+    let ow = window_out(OP, wd, kw, p.stride[1], p.padding[1], p.dilation[1], false)?;
+    Ok(ConvGeom {
+        n,
+        c_in,
+        h,
+        w: wd,
+        c_out,
+        kh,
+        kw,
+        oh,
+        ow,
+        stride: p.stride,
+        pad: p.padding,
+        dil: p.dilation,
+        groups: p.groups,
+    })
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// 2-D convolution of `x: [N, C, H, W]` with `w: [O, C/groups, kh, kw]` plus an
+    /// optional bias `[O]`; output `[N, O, OH, OW]`.
+    pub fn conv2d(&mut self, x: Tensor, w: Tensor, b: Option<Tensor>, p: Conv2dParams) -> Result<Tensor> {
+        let (xi, wi) = (self.id(x)?, self.id(w)?);
+        let bi = b.map(|b| self.id(b)).transpose()?;
+        let (xn, wn) = (self.nodes[xi], self.nodes[wi]);
+        let bn = bi.map(|i| self.nodes[i]);
+        let g = geometry(xn.shape, wn.shape, bn.map(|b| b.shape), &p)?;
+        let rg = self.needs_grad(&[Some(xi), Some(wi), bi]);
+        let op = Op::Conv2d {
+            x: xi as NodeId,
+            w: wi as NodeId,
+            b: bi.map(|i| i as NodeId),
+            p,
+        };
+        let shape = Shape::nchw(g.n, g.c_out, g.oh, g.ow)?;
+        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let (y, bspan) = (self.nodes[out.id as usize].data, bn.map(|b| b.data));
+        let reads = [xn.data, wn.data, bspan.unwrap_or_default()];
+        self.exec(reads, y, |[x, w, b], y| {
+            k::conv2d_forward(&g, x, w, bspan.map(|_| b), y)
+        })?;
+        Ok(out)
+    }
+
+    pub(crate) fn conv2d_backward(
+        &mut self,
+        i: usize,
+        x: NodeId,
+        w: NodeId,
+        b: Option<NodeId>,
+        p: Conv2dParams,
+    ) -> Result<()> {
+        let gy = self.out_grad(i)?;
+        let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
+        let g = geometry(xn.shape, wn.shape, None, &p)?;
+        if let Some(gx) = self.grad_of(x) {
+            self.exec([gy, wn.data], gx, |[gy, w], gx| k::conv2d_backward_input(&g, gy, w, gx))?;
+        }
+        if let Some(gw) = self.grad_of(w) {
+            self.exec([gy, xn.data], gw, |[gy, x], gw| k::conv2d_backward_weight(&g, gy, x, gw))?;
+        }
+        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
+            self.exec([gy], gb, |[gy], gb| k::conv2d_backward_bias(&g, gy, gb))?;
+        }
+        Ok(())
+    }
+}

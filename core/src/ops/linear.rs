@@ -1,0 +1,75 @@
+//! linear: `y = x w^T + b`, `torch.nn.functional.linear` on `[B, I]` inputs.
+
+use super::expect_rank;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::kernels::linear as k;
+use crate::scalar::Scalar;
+use crate::shape::Shape;
+
+const OP: &str = "linear";
+
+fn sizes(x: Shape, w: Shape, b: Option<Shape>) -> Result<(usize, usize, usize)> {
+    expect_rank(OP, "input rank (batch, features)", x.rank(), 2)?;
+    expect_rank(OP, "weight rank (out, in)", w.rank(), 2)?;
+    let (batch, inp, out) = (x.dim(0), x.dim(1), w.dim(0));
+    if w.dim(1) != inp {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            what: "weight input features vs input features",
+            expected: inp,
+            found: w.dim(1),
+        });
+    }
+    if let Some(b) = b {
+        if b.rank() != 1 || b.dim(0) != out {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "bias length vs output features",
+                expected: out,
+                found: b.numel(),
+            });
+        }
+    }
+    Ok((batch, inp, out))
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// `x: [B, I]`, `w: [O, I]`, optional `b: [O]`; output `[B, O]`.
+    pub fn linear(&mut self, x: Tensor, w: Tensor, b: Option<Tensor>) -> Result<Tensor> {
+        let (xi, wi) = (self.id(x)?, self.id(w)?);
+        let bi = b.map(|b| self.id(b)).transpose()?;
+        let (xn, wn) = (self.nodes[xi], self.nodes[wi]);
+        let bn = bi.map(|i| self.nodes[i]);
+        let (batch, inp, out_f) = sizes(xn.shape, wn.shape, bn.map(|b| b.shape))?;
+        let rg = self.needs_grad(&[Some(xi), Some(wi), bi]);
+        let op = Op::Linear {
+            x: xi as NodeId,
+            w: wi as NodeId,
+            b: bi.map(|i| i as NodeId),
+        };
+        let out = self.push(Shape::new(&[batch, out_f])?, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let y = self.nodes[out.id as usize].data;
+        let bspan = bn.map(|b| b.data);
+        self.exec([xn.data, wn.data, bspan.unwrap_or_default()], y, |[x, w, b], y| {
+            k::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y)
+        })?;
+        Ok(out)
+    }
+
+    pub(crate) fn linear_backward(&mut self, i: usize, x: NodeId, w: NodeId, b: Option<NodeId>) -> Result<()> {
+        let gy = self.out_grad(i)?;
+        let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
+        let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;
+        if let Some(gx) = self.grad_of(x) {
+            self.exec([gy, wn.data], gx, |[gy, w], gx| k::linear_backward_input(batch, inp, out, gy, w, gx))?;
+        }
+        if let Some(gw) = self.grad_of(w) {
+            self.exec([gy, xn.data], gw, |[gy, x], gw| k::linear_backward_weight(batch, inp, out, gy, x, gw))?;
+        }
+        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
+            self.exec([gy], gb, |[gy], gb| k::linear_backward_bias(batch, out, gy, gb))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,174 @@
+//! cross_entropy (log-softmax inside, mean over the batch) and mse_loss (mean).
+//! Both return a scalar (shape `[]`), as PyTorch does.
+
+use super::expect_rank;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::kernels::elementwise::grad_map;
+use crate::scalar::Scalar;
+use crate::shape::Shape;
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// Mean cross-entropy of `logits: [B, C]` against class indices `targets` (one per
+    /// row, each below `C`). Saves the softmax and the targets for backward. A meta
+    /// graph accepts empty `targets`.
+    pub fn cross_entropy(&mut self, logits: Tensor, targets: &[usize]) -> Result<Tensor> {
+        const OP: &str = "cross_entropy";
+        let li = self.id(logits)?;
+        let ln = self.nodes[li];
+        expect_rank(OP, "input rank (batch, classes)", ln.shape.rank(), 2)?;
+        let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
+        if b == 0 || c == 0 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "zero-sized batch or class dimension",
+                expected: 1,
+                found: 0,
+            });
+        }
+        let meta = self.arena.is_meta();
+        if !(meta && targets.is_empty()) {
+            if targets.len() != b {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    what: "number of targets vs batch",
+                    expected: b,
+                    found: targets.len(),
+                });
+            }
+            if let Some(&t) = targets.iter().find(|&&t| t >= c) {
+                return Err(Error::InvalidParam {
+                    op: OP,
+                    what: "target class index out of range",
+                    value: t as i64,
+                });
+            }
+        }
+        let rg = self.needs_grad(&[Some(li)]);
+        let op = if rg { Op::CrossEntropy { logits: li as NodeId } } else { Op::Leaf };
+        let saved = if rg { b * c + b } else { 0 };
+        let out = self.push(Shape::scalar(), op, rg, saved)?;
+        let node = self.nodes[out.id as usize];
+        if !meta {
+            let ([x], y, sv) = self.arena.views2([ln.data], node.data, node.saved)?;
+            let mut total = S::acc_zero();
+            for (row, &t) in x.chunks_exact(c).zip(targets) {
+                // log-sum-exp around the row maximum: no overflow for large logits.
+                let m = row.iter().copied().fold(S::MIN, |a, v| if v > a { v } else { a });
+                let mut sum = S::acc_zero();
+                for &v in row {
+                    sum = S::acc_add(sum, (v - m).exp());
+                }
+                let lse = m + S::from_acc(sum).ln();
+                total = S::acc_add(total, lse - row[t]);
+            }
+            if let Some(y0) = y.first_mut() {
+                *y0 = S::from_acc(total).div(S::from_f32(b as f32));
+            }
+            if rg {
+                let (probs, tsave) = sv.split_at_mut(b * c);
+                for ((prow, row), (ts, &t)) in probs
+                    .chunks_exact_mut(c)
+                    .zip(x.chunks_exact(c))
+                    .zip(tsave.iter_mut().zip(targets))
+                {
+                    let m = row.iter().copied().fold(S::MIN, |a, v| if v > a { v } else { a });
+                    let mut sum = S::acc_zero();
+                    for &v in row {
+                        sum = S::acc_add(sum, (v - m).exp());
+                    }
+                    let lse = m + S::from_acc(sum).ln();
+                    for (p, &v) in prow.iter_mut().zip(row) {
+                        *p = (v - lse).exp();
+                    }
+                    *ts = S::from_bits(t as u32);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn cross_entropy_backward(&mut self, i: usize, logits: NodeId) -> Result<()> {
+        let node = self.nodes[i];
+        let gy = self.out_grad(i)?;
+        let ln = self.nodes[logits as usize];
+        let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
+        if let Some(gx) = self.grad_of(logits) {
+            self.exec([gy, node.saved], gx, |[gy, sv], gx| {
+                let scale = gy[0].div(S::from_f32(b as f32));
+                let (probs, ts) = sv.split_at(b * c);
+                for ((grow, prow), t) in gx.chunks_exact_mut(c).zip(probs.chunks_exact(c)).zip(ts) {
+                    let t = t.to_bits() as usize;
+                    for (k, (g, &p)) in grow.iter_mut().zip(prow).enumerate() {
+                        let d = if k == t { p - S::ONE } else { p };
+                        *g += scale * d;
+                    }
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Mean squared error of two tensors of the same shape.
+    pub fn mse_loss(&mut self, x: Tensor, target: Tensor) -> Result<Tensor> {
+        const OP: &str = "mse_loss";
+        let (xi, ti) = (self.id(x)?, self.id(target)?);
+        let (xn, tn) = (self.nodes[xi], self.nodes[ti]);
+        if xn.shape != tn.shape {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "input and target must have the same shape; element counts",
+                expected: xn.shape.numel(),
+                found: tn.shape.numel(),
+            });
+        }
+        let n = xn.shape.numel();
+        if n == 0 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "empty input",
+                expected: 1,
+                found: 0,
+            });
+        }
+        let rg = self.needs_grad(&[Some(xi), Some(ti)]);
+        let op = if rg {
+            Op::MseLoss {
+                x: xi as NodeId,
+                t: ti as NodeId,
+            }
+        } else {
+            Op::Leaf
+        };
+        let out = self.push(Shape::scalar(), op, rg, 0)?;
+        let y = self.nodes[out.id as usize].data;
+        self.exec([xn.data, tn.data], y, |[x, t], y| {
+            let mut acc = S::acc_zero();
+            for (&a, &b) in x.iter().zip(t) {
+                acc = S::mac(acc, a - b, a - b);
+            }
+            y[0] = S::from_acc(acc).div(S::from_f32(n as f32));
+        })?;
+        Ok(out)
+    }
+
+    pub(crate) fn mse_loss_backward(&mut self, i: usize, x: NodeId, t: NodeId) -> Result<()> {
+        let gy = self.out_grad(i)?;
+        let (xn, tn) = (self.nodes[x as usize], self.nodes[t as usize]);
+        let n = xn.shape.numel();
+        let g0 = if self.arena.is_meta() {
+            S::ZERO
+        } else {
+            self.arena.get(gy).first().copied().unwrap_or(S::ZERO)
+        };
+        let scale = (g0 + g0).div(S::from_f32(n as f32));
+        for (dst, sign) in [(x, scale), (t, -scale)] {
+            if let Some(gd) = self.grad_of(dst) {
+                self.exec([xn.data, tn.data], gd, |[a, b], gd| {
+                    grad_map(a, b, gd, |av, bv| sign * (av - bv))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,168 @@
+//! Optimizers with PyTorch's update rules; their state lives in the arena's
+//! long-lived region, created once after the parameters.
+//!
+//! Both walk the graph's parameters in creation order; the state holds one slot per
+//! parameter element in that order. They do not clear gradients: call
+//! [`Graph::zero_grad`] before the next accumulation, as with `optimizer.zero_grad()`.
+
+use crate::arena::Span;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::scalar::Scalar;
+
+fn param_elems<S: Scalar, const N: usize>(g: &Graph<'_, S, N>) -> usize {
+    g.param_spans().map(|(d, _)| d.len).sum()
+}
+
+fn check_state(op: &'static str, expected: usize, found: usize) -> Result<()> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            op,
+            what: "parameter elements vs optimizer state (parameters added after the optimizer?)",
+            expected,
+            found,
+        })
+    }
+}
+
+/// Stochastic gradient descent with momentum and weight decay (`torch.optim.SGD`, no
+/// dampening, no Nesterov).
+#[derive(Clone, Copy, Debug)]
+pub struct Sgd {
+    /// Learning rate.
+    pub lr: f32,
+    /// Momentum factor (0 keeps no state).
+    pub momentum: f32,
+    /// L2 penalty added to the gradient.
+    pub weight_decay: f32,
+    velocity: Option<Span>,
+    elems: usize,
+}
+
+impl Sgd {
+    /// Creates the optimizer for every parameter of `g` (allocating the momentum
+    /// buffers when `momentum != 0`).
+    pub fn new<S: Scalar, const N: usize>(
+        g: &mut Graph<'_, S, N>,
+        lr: f32,
+        momentum: f32,
+        weight_decay: f32,
+    ) -> Result<Self> {
+        let elems = param_elems(g);
+        let velocity = if momentum != 0.0 {
+            Some(g.alloc_state(elems)?)
+        } else {
+            None
+        };
+        Ok(Sgd {
+            lr,
+            momentum,
+            weight_decay,
+            velocity,
+            elems,
+        })
+    }
+
+    /// `p -= lr * v`, `v = momentum * v + (grad + weight_decay * p)`.
+    pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<()> {
+        check_state("Sgd::step", self.elems, param_elems(g))?;
+        if g.is_meta() {
+            return Ok(());
+        }
+        let (lr, mom, wd) = (S::from_f32(self.lr), S::from_f32(self.momentum), S::from_f32(self.weight_decay));
+        let decay = self.weight_decay != 0.0;
+        let mut k = self.velocity.map_or(0, |v| v.off);
+        let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();
+        let buf = g.arena_mut().whole_mut();
+        for (d, gr) in params {
+            for j in 0..d.len {
+                let p = buf[d.off + j];
+                let mut dp = buf[gr.off + j];
+                if decay {
+                    dp += wd * p;
+                }
+                if self.velocity.is_some() {
+                    let v = mom * buf[k] + dp;
+                    buf[k] = v;
+                    dp = v;
+                    k += 1;
+                }
+                buf[d.off + j] = p - lr * dp;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adam (`torch.optim.Adam`, L2 weight decay, no AMSGrad).
+#[derive(Clone, Copy, Debug)]
+pub struct Adam {
+    /// Learning rate.
+    pub lr: f32,
+    /// Decay rates of the first and second moments.
+    pub betas: (f32, f32),
+    /// Added to the denominator.
+    pub eps: f32,
+    /// L2 penalty added to the gradient.
+    pub weight_decay: f32,
+    state: Span,
+    elems: usize,
+    t: u32,
+}
+
+impl Adam {
+    /// Creates the optimizer and its two moment buffers.
+    pub fn new<S: Scalar, const N: usize>(g: &mut Graph<'_, S, N>, lr: f32) -> Result<Self> {
+        let elems = param_elems(g);
+        let both = elems.checked_mul(2).ok_or(Error::Overflow { op: "Adam::new" })?;
+        Ok(Adam {
+            lr,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.0,
+            state: g.alloc_state(both)?,
+            elems,
+            t: 0,
+        })
+    }
+
+    /// One Adam update with bias correction.
+    pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<()> {
+        check_state("Adam::step", self.elems, param_elems(g))?;
+        if g.is_meta() {
+            return Ok(());
+        }
+        self.t = self.t.saturating_add(1);
+        let (b1, b2) = self.betas;
+        let c1 = 1.0 - libm::powf(b1, self.t as f32);
+        let c2 = 1.0 - libm::powf(b2, self.t as f32);
+        let step = S::from_f32(self.lr / c1);
+        let inv_c2 = S::from_f32(1.0 / c2);
+        let (sb1, sb2) = (S::from_f32(b1), S::from_f32(b2));
+        let (ob1, ob2) = (S::from_f32(1.0 - b1), S::from_f32(1.0 - b2));
+        let (eps, wd) = (S::from_f32(self.eps), S::from_f32(self.weight_decay));
+        let decay = self.weight_decay != 0.0;
+        let (mut m, mut v) = (self.state.off, self.state.off + self.elems);
+        let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();
+        let buf = g.arena_mut().whole_mut();
+        for (d, gr) in params {
+            for j in 0..d.len {
+                let p = buf[d.off + j];
+                let mut gv = buf[gr.off + j];
+                if decay {
+                    gv += wd * p;
+                }
+                let mv = sb1 * buf[m] + ob1 * gv;
+                let vv = sb2 * buf[v] + ob2 * gv * gv;
+                buf[m] = mv;
+                buf[v] = vv;
+                buf[d.off + j] = p - step * mv.div((vv * inv_c2).sqrt() + eps);
+                m += 1;
+                v += 1;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,139 @@
+//! The number type every op, kernel and optimizer is generic over.
+//!
+//! - `f32` is the reference implementation.
+//! - A fixed-point type implements the same trait with integer arithmetic, so the same
+//!   kernels train bit-identically on every target.
+//! - `Acc` is the accumulator of dot products: `f32` for `f32`, a wider integer for
+//!   fixed point, so long sums do not round at every term.
+//! - `to_bits`/`from_bits` let the arena store small integers (max-pool indices, class
+//!   targets) in scalar words without `unsafe`.
+
+use core::fmt::Debug;
+use core::ops::{Add, AddAssign, Mul, Neg, Sub};
+
+/// A scalar the engine can compute in.
+pub trait Scalar:
+    Copy
+    + Default
+    + Debug
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+    + 'static
+{
+    /// The name used by the conformance runner and the weights format (`"f32"`).
+    const NAME: &'static str;
+    /// Additive identity.
+    const ZERO: Self;
+    /// Multiplicative identity.
+    const ONE: Self;
+    /// The most negative value (the padding value of max pooling).
+    const MIN: Self;
+
+    /// Accumulator for sums of products.
+    type Acc: Copy;
+    /// An empty sum.
+    fn acc_zero() -> Self::Acc;
+    /// `acc + a * b`.
+    fn mac(acc: Self::Acc, a: Self, b: Self) -> Self::Acc;
+    /// `acc + a`.
+    fn acc_add(acc: Self::Acc, a: Self) -> Self::Acc;
+    /// The sum, rounded back to a scalar.
+    fn from_acc(acc: Self::Acc) -> Self;
+
+    /// Conversion from a real number with the type's rounding rule.
+    fn from_f32(v: f32) -> Self;
+    /// Conversion to a real number (exact for `f32`).
+    fn to_f32(self) -> f32;
+    /// Raw bits, for storing indices in scalar words.
+    fn to_bits(self) -> u32;
+    /// Inverse of [`Scalar::to_bits`].
+    fn from_bits(bits: u32) -> Self;
+
+    /// `self / rhs`.
+    fn div(self, rhs: Self) -> Self;
+    /// e^self.
+    fn exp(self) -> Self;
+    /// Natural logarithm.
+    fn ln(self) -> Self;
+    /// Square root.
+    fn sqrt(self) -> Self;
+    /// Hyperbolic tangent.
+    fn tanh(self) -> Self;
+    /// Logistic sigmoid, 1 / (1 + e^-self).
+    fn sigmoid(self) -> Self;
+    /// Whether the value is finite (always true for fixed point).
+    fn is_finite(self) -> bool;
+}
+
+impl Scalar for f32 {
+    const NAME: &'static str = "f32";
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    const MIN: Self = f32::NEG_INFINITY;
+    type Acc = f32;
+
+    #[inline(always)]
+    fn acc_zero() -> f32 {
+        0.0
+    }
+    #[inline(always)]
+    fn mac(acc: f32, a: f32, b: f32) -> f32 {
+        acc + a * b
+    }
+    #[inline(always)]
+    fn acc_add(acc: f32, a: f32) -> f32 {
+        acc + a
+    }
+    #[inline(always)]
+    fn from_acc(acc: f32) -> f32 {
+        acc
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> f32 {
+        v
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn to_bits(self) -> u32 {
+        f32::to_bits(self)
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> f32 {
+        f32::from_bits(bits)
+    }
+    #[inline(always)]
+    fn div(self, rhs: f32) -> f32 {
+        self / rhs
+    }
+    fn exp(self) -> f32 {
+        libm::expf(self)
+    }
+    fn ln(self) -> f32 {
+        libm::logf(self)
+    }
+    fn sqrt(self) -> f32 {
+        libm::sqrtf(self)
+    }
+    fn tanh(self) -> f32 {
+        libm::tanhf(self)
+    }
+    fn sigmoid(self) -> f32 {
+        // Two branches keep exp's argument non-positive: no overflow for large |x|.
+        if self >= 0.0 {
+            1.0 / (1.0 + libm::expf(-self))
+        } else {
+            let e = libm::expf(self);
+            e / (1.0 + e)
+        }
+    }
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
+}

@@ -1,0 +1,105 @@
+//! Shapes: up to [`MAX_RANK`] dimensions, stored inline, with checked arithmetic.
+
+use crate::error::{Error, Result};
+
+/// The largest rank a tensor may have (NCHW images are rank 4).
+pub const MAX_RANK: usize = 4;
+
+/// A tensor shape, row-major. Rank 0 is a scalar with one element.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shape {
+    dims: [usize; MAX_RANK],
+    rank: u8,
+}
+
+impl Shape {
+    /// A shape from a slice of dimensions; errors on rank above [`MAX_RANK`] or a
+    /// number of elements that overflows `usize`.
+    pub fn new(dims: &[usize]) -> Result<Shape> {
+        if dims.len() > MAX_RANK {
+            return Err(Error::InvalidParam {
+                op: "shape",
+                what: "rank above the maximum of 4",
+                value: dims.len() as i64,
+            });
+        }
+        let mut s = Shape {
+            dims: [0; MAX_RANK],
+            rank: dims.len() as u8,
+        };
+        s.dims[..dims.len()].copy_from_slice(dims);
+        s.checked_numel().ok_or(Error::Overflow { op: "shape" })?;
+        Ok(s)
+    }
+
+    /// The scalar shape `[]`.
+    pub const fn scalar() -> Shape {
+        Shape {
+            dims: [0; MAX_RANK],
+            rank: 0,
+        }
+    }
+
+    /// A rank-4 NCHW shape.
+    pub fn nchw(n: usize, c: usize, h: usize, w: usize) -> Result<Shape> {
+        Shape::new(&[n, c, h, w])
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims[..self.rank as usize]
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.rank as usize
+    }
+
+    /// Number of elements (checked at construction, so it cannot overflow).
+    pub fn numel(&self) -> usize {
+        self.dims().iter().product()
+    }
+
+    fn checked_numel(&self) -> Option<usize> {
+        self.dims().iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+    }
+
+    /// Dimension `i`, or 0 past the rank.
+    pub fn dim(&self, i: usize) -> usize {
+        if i < self.rank as usize {
+            self.dims[i]
+        } else {
+            0
+        }
+    }
+}
+
+impl core::fmt::Debug for Shape {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.dims()).finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Shape {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "{=[usize]}", self.dims())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_and_overflow_are_errors() {
+        assert!(Shape::new(&[1, 2, 3, 4, 5]).is_err());
+        assert_eq!(
+            Shape::new(&[usize::MAX, 2]),
+            Err(Error::Overflow { op: "shape" })
+        );
+        let s = Shape::new(&[2, 3, 4]).unwrap();
+        assert_eq!(s.numel(), 24);
+        assert_eq!(Shape::scalar().numel(), 1);
+    }
+}

@@ -1,0 +1,7 @@
+//! Host-side helpers shared by the tests, the conformance runner and the examples:
+//! the JSON op door ([`conformance`]), the MNIST data file ([`digits`]) and the W1
+//! training loop ([`train`]).
+
+pub mod conformance;
+pub mod digits;
+pub mod train;

@@ -1,0 +1,134 @@
+//! Training W1 ("digits-fcn", GUIDE.md) on the digits with a fixed recipe: the loop the
+//! README's main command, the end-to-end test and the examples share.
+
+use crate::digits::Digit;
+use std::time::Instant;
+use torchlet::init::Rng;
+use torchlet::nn::{digits_fcn, Sequential};
+use torchlet::optim::Sgd;
+use torchlet::{Error, Graph};
+
+/// Tape capacity for W1: 8 parameters, 1 input, 12 op records.
+pub const TAPE: usize = 32;
+
+/// A training recipe.
+#[derive(Clone, Copy, Debug)]
+pub struct Recipe {
+    /// Passes over the training set.
+    pub epochs: usize,
+    /// Samples per step.
+    pub batch: usize,
+    /// SGD learning rate.
+    pub lr: f32,
+    /// SGD momentum.
+    pub momentum: f32,
+    /// Seed of the initialisation and the shuffles.
+    pub seed: u64,
+}
+
+/// What an epoch measured.
+#[derive(Clone, Copy, Debug)]
+pub struct EpochReport {
+    /// 1-based.
+    pub epoch: usize,
+    /// Mean training loss.
+    pub loss: f32,
+    /// Held-out accuracy, 0..1.
+    pub accuracy: f32,
+    /// Mean wall-clock microseconds per training step.
+    pub us_per_step: f64,
+}
+
+/// Bytes a W1 training step (forward, backward, SGD with momentum) needs at this batch
+/// and size, parameters and optimizer state included: the meta plan.
+pub fn plan_bytes(batch: usize, h: usize, w: usize) -> Result<usize, Error> {
+    let mut g: Graph<f32, TAPE> = Graph::meta(usize::MAX);
+    let mut rng = Rng::new(0);
+    let model = digits_fcn(&mut g, &mut rng)?;
+    let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0)?;
+    let x = g.input(&[batch, 1, h, w], &[])?;
+    let logits = model.forward(&mut g, x)?;
+    let loss = g.cross_entropy(logits, &[])?;
+    g.backward(loss)?;
+    sgd.step(&mut g)?;
+    Ok(g.arena().high_water_bytes())
+}
+
+/// Copies digits of one size into the input tensor, pixels scaled to 0..1.
+fn fill(dst: &mut [f32], batch: &[&Digit]) {
+    for (chunk, d) in dst.chunks_exact_mut(d0(batch).0 * d0(batch).1).zip(batch) {
+        for (v, &p) in chunk.iter_mut().zip(&d.pixels) {
+            *v = p as f32 * (1.0 / 255.0);
+        }
+    }
+}
+
+fn d0(batch: &[&Digit]) -> (usize, usize) {
+    batch.first().map_or((0, 0), |d| (d.h, d.w))
+}
+
+/// Held-out accuracy of a model, evaluated one digit at a time (sizes may differ).
+pub fn accuracy<const N: usize>(g: &mut Graph<'_, f32, N>, model: &Sequential<12>, test: &[Digit]) -> Result<f32, Error> {
+    let mut correct = 0usize;
+    g.set_grad_enabled(false);
+    for d in test {
+        let x = g.input_with(&[1, 1, d.h, d.w], |dst| fill(dst, &[d]))?;
+        let logits = model.forward(g, x)?;
+        let row = g.data(logits)?;
+        let best = (0..row.len()).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0);
+        correct += (best == d.label as usize) as usize;
+        g.end_step();
+    }
+    g.set_grad_enabled(true);
+    Ok(correct as f32 / test.len().max(1) as f32)
+}
+
+/// Trains W1 on `train` (all one size per batch) and reports each epoch on `test`.
+pub fn train_w1(
+    train: &[Digit],
+    test: &[Digit],
+    r: Recipe,
+    mut report: impl FnMut(&EpochReport),
+) -> Result<(Vec<EpochReport>, usize), Error> {
+    let (h, w) = (train[0].h, train[0].w);
+    let bytes = plan_bytes(r.batch, h, w)?.max(plan_bytes(1, h, w)?);
+    let mut arena = vec![0.0f32; bytes / 4];
+    let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+    let mut rng = Rng::new(r.seed);
+    let model = digits_fcn(&mut g, &mut rng)?;
+    let mut sgd = Sgd::new(&mut g, r.lr, r.momentum, 0.0)?;
+    let mut order: Vec<usize> = (0..train.len()).collect();
+    let mut labels = vec![0usize; r.batch];
+    let mut reports = Vec::new();
+    for epoch in 1..=r.epochs {
+        rng.shuffle(&mut order);
+        let (mut loss_sum, mut steps) = (0.0f64, 0usize);
+        let start = Instant::now();
+        for idx in order.chunks(r.batch) {
+            let batch: Vec<&Digit> = idx.iter().map(|&i| &train[i]).collect();
+            for (l, d) in labels.iter_mut().zip(&batch) {
+                *l = d.label as usize;
+            }
+            g.zero_grad();
+            let x = g.input_with(&[batch.len(), 1, h, w], |dst| fill(dst, &batch))?;
+            let logits = model.forward(&mut g, x)?;
+            let loss = g.cross_entropy(logits, &labels[..batch.len()])?;
+            loss_sum += g.data(loss)?[0] as f64;
+            g.backward(loss)?;
+            sgd.step(&mut g)?;
+            g.end_step();
+            steps += 1;
+        }
+        let us_per_step = start.elapsed().as_secs_f64() * 1e6 / steps as f64;
+        let accuracy = accuracy(&mut g, &model, test)?;
+        let rep = EpochReport {
+            epoch,
+            loss: (loss_sum / steps as f64) as f32,
+            accuracy,
+            us_per_step,
+        };
+        report(&rep);
+        reports.push(rep);
+    }
+    Ok((reports, g.arena().high_water_bytes()))
+}

@@ -226,6 +226,9 @@ impl<'a, S: Scalar> Arena<'a, S> {
     }
 }
 
+/// `R` read views and two write views.
+type ReadsAndTwoWrites<'b, S, const R: usize> = ([&'b [S]; R], &'b mut [S], &'b mut [S]);
+
 impl<S: Scalar> Arena<'_, S> {
     /// Like [`Arena::views`] with two disjoint write views (kernels with two outputs).
     pub(crate) fn views2<const R: usize>(
@@ -233,7 +236,7 @@ impl<S: Scalar> Arena<'_, S> {
         reads: [Span; R],
         w1: Span,
         w2: Span,
-    ) -> Result<([&[S]; R], &mut [S], &mut [S])> {
+    ) -> Result<ReadsAndTwoWrites<'_, S, R>> {
         if self.meta {
             return Ok(([&[][..]; R], &mut [], &mut []));
         }

@@ -166,7 +166,11 @@ impl<const L: usize> Sequential<L> {
     }
 
     /// Applies every layer in order.
-    pub fn forward<S: Scalar, const N: usize>(&self, g: &mut Graph<'_, S, N>, mut x: Tensor) -> Result<Tensor> {
+    pub fn forward<S: Scalar, const N: usize>(
+        &self,
+        g: &mut Graph<'_, S, N>,
+        mut x: Tensor,
+    ) -> Result<Tensor> {
         for layer in &self.layers {
             x = layer.forward(g, x)?;
         }
@@ -177,7 +181,10 @@ impl<const L: usize> Sequential<L> {
 /// Reference workload W1, "digits-fcn": three 3x3 convolutions (1->8->16->32, padding
 /// 1, ReLU, max-pool 2 after the first two), global average pooling and a 32->10
 /// linear head; 6,218 parameters; any input of at least 4x4 pixels.
-pub fn digits_fcn<S: Scalar, const N: usize>(g: &mut Graph<'_, S, N>, rng: &mut Rng) -> Result<Sequential<12>> {
+pub fn digits_fcn<S: Scalar, const N: usize>(
+    g: &mut Graph<'_, S, N>,
+    rng: &mut Rng,
+) -> Result<Sequential<12>> {
     let mut s = Sequential::new();
     let pad1 = Conv2dParams::padded(1);
     s.push(Layer::Conv2d(Conv2d::new(g, 1, 8, 3, pad1, true, rng)?))?;

@@ -71,7 +71,11 @@ impl Sgd {
         if g.is_meta() {
             return Ok(());
         }
-        let (lr, mom, wd) = (S::from_f32(self.lr), S::from_f32(self.momentum), S::from_f32(self.weight_decay));
+        let (lr, mom, wd) = (
+            S::from_f32(self.lr),
+            S::from_f32(self.momentum),
+            S::from_f32(self.weight_decay),
+        );
         let decay = self.weight_decay != 0.0;
         let mut k = self.velocity.map_or(0, |v| v.off);
         let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();

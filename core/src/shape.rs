@@ -83,7 +83,7 @@ impl core::fmt::Debug for Shape {
 #[cfg(feature = "defmt")]
 impl defmt::Format for Shape {
     fn format(&self, f: defmt::Formatter) {
-        defmt::write!(f, "{=[usize]}", self.dims())
+        defmt::write!(f, "{=[?]}", self.dims())
     }
 }
 
@@ -94,10 +94,7 @@ mod tests {
     #[test]
     fn rank_and_overflow_are_errors() {
         assert!(Shape::new(&[1, 2, 3, 4, 5]).is_err());
-        assert_eq!(
-            Shape::new(&[usize::MAX, 2]),
-            Err(Error::Overflow { op: "shape" })
-        );
+        assert_eq!(Shape::new(&[usize::MAX, 2]), Err(Error::Overflow { op: "shape" }));
         let s = Shape::new(&[2, 3, 4]).unwrap();
         assert_eq!(s.numel(), 24);
         assert_eq!(Shape::scalar().numel(), 1);

@@ -129,6 +129,12 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         Ok(self.node(t)?.shape)
     }
 
+    /// The name of the op that produced a tensor (`"leaf"` for inputs and parameters,
+    /// and for outputs recorded with gradients off).
+    pub fn op_name(&self, t: Tensor) -> Result<&'static str> {
+        Ok(self.node(t)?.op.name())
+    }
+
     /// A tensor's values (empty in a meta graph).
     pub fn data(&self, t: Tensor) -> Result<&[S]> {
         let span = self.node(t)?.data;
@@ -173,7 +179,10 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         let span = self.arena.alloc_persistent(both)?;
         let node = Node {
             shape,
-            data: Span { off: span.off, len: n },
+            data: Span {
+                off: span.off,
+                len: n,
+            },
             grad: Some(Span {
                 off: span.off + n,
                 len: n,
@@ -266,11 +275,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
 
     /// Whether an op on these inputs records a gradient path.
     pub(crate) fn needs_grad(&self, inputs: &[Option<usize>]) -> bool {
-        self.grad_enabled
-            && inputs
-                .iter()
-                .flatten()
-                .any(|&i| self.nodes[i].requires_grad)
+        self.grad_enabled && inputs.iter().flatten().any(|&i| self.nodes[i].requires_grad)
     }
 
     /// Fails early, before any allocation, when the tape has no room.

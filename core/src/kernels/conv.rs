@@ -60,8 +60,7 @@ impl ConvGeom {
         for ky in 0..self.kh {
             let (oy0, oy1) = valid_range(self.oh, self.h, self.stride[0], self.pad[0], ky * self.dil[0]);
             for kx in 0..self.kw {
-                let (ox0, ox1) =
-                    valid_range(self.ow, self.w, self.stride[1], self.pad[1], kx * self.dil[1]);
+                let (ox0, ox1) = valid_range(self.ow, self.w, self.stride[1], self.pad[1], kx * self.dil[1]);
                 if ox0 < ox1 && oy0 < oy1 {
                     f(ky * self.kw + kx, ky, oy0, oy1, ox0, ox1 - ox0);
                 }

@@ -23,7 +23,14 @@ pub fn linear_forward<S: Scalar>(
 }
 
 /// `gx[b] += sum_o gy[b, o] * w[o]`.
-pub fn linear_backward_input<S: Scalar>(batch: usize, inp: usize, out: usize, gy: &[S], w: &[S], gx: &mut [S]) {
+pub fn linear_backward_input<S: Scalar>(
+    batch: usize,
+    inp: usize,
+    out: usize,
+    gy: &[S],
+    w: &[S],
+    gx: &mut [S],
+) {
     for bi in 0..batch {
         let gxr = &mut gx[bi * inp..][..inp];
         for o in 0..out {
@@ -33,7 +40,14 @@ pub fn linear_backward_input<S: Scalar>(batch: usize, inp: usize, out: usize, gy
 }
 
 /// `gw[o] += sum_b gy[b, o] * x[b]`.
-pub fn linear_backward_weight<S: Scalar>(batch: usize, inp: usize, out: usize, gy: &[S], x: &[S], gw: &mut [S]) {
+pub fn linear_backward_weight<S: Scalar>(
+    batch: usize,
+    inp: usize,
+    out: usize,
+    gy: &[S],
+    x: &[S],
+    gw: &mut [S],
+) {
     for o in 0..out {
         let gwr = &mut gw[o * inp..][..inp];
         for bi in 0..batch {

@@ -1,7 +1,7 @@
 //! Pure math on slices: no arena, no tape, no errors.
 //!
 //! Callers (the ops) validate every size first, so kernels only `debug_assert!`.
-//! Each kernel is the plain reference version, generic over [`Scalar`](crate::Scalar);
+//! Each kernel is the plain reference version, generic over [`Scalar`];
 //! the inner loops are contiguous rows (axpy and dot) so that they vectorise, and a
 //! target-specific version can replace one without touching the tape.
 

@@ -90,7 +90,11 @@ pub fn max_pool2d_backward<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], gx: &mu
 fn divisor(g: &PoolGeom, oy: usize, ox: usize, include_pad: bool) -> (usize, usize, usize, usize, usize) {
     let (y0, y1, py) = window(oy, g.stride[0], g.pad[0], g.kernel[0], g.h);
     let (x0, x1, px) = window(ox, g.stride[1], g.pad[1], g.kernel[1], g.w);
-    let d = if include_pad { py * px } else { (y1 - y0) * (x1 - x0) };
+    let d = if include_pad {
+        py * px
+    } else {
+        (y1 - y0) * (x1 - x0)
+    };
     (y0, y1, x0, x1, d.max(1))
 }
 

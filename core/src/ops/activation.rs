@@ -21,7 +21,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// `gx += f(gy, saved)` where `saved` is the output (`from_output`) or the input.
-    fn unary_backward(&mut self, i: usize, x: NodeId, from_output: bool, f: impl Fn(S, S) -> S) -> Result<()> {
+    fn unary_backward(
+        &mut self,
+        i: usize,
+        x: NodeId,
+        from_output: bool,
+        f: impl Fn(S, S) -> S,
+    ) -> Result<()> {
         let gy = self.out_grad(i)?;
         let saved = if from_output {
             self.nodes[i].data

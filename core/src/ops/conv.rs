@@ -148,10 +148,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let g = geometry(xn.shape, wn.shape, None, &p)?;
         if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, wn.data], gx, |[gy, w], gx| k::conv2d_backward_input(&g, gy, w, gx))?;
+            self.exec([gy, wn.data], gx, |[gy, w], gx| {
+                k::conv2d_backward_input(&g, gy, w, gx)
+            })?;
         }
         if let Some(gw) = self.grad_of(w) {
-            self.exec([gy, xn.data], gw, |[gy, x], gw| k::conv2d_backward_weight(&g, gy, x, gw))?;
+            self.exec([gy, xn.data], gw, |[gy, x], gw| {
+                k::conv2d_backward_weight(&g, gy, x, gw)
+            })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
             self.exec([gy], gb, |[gy], gb| k::conv2d_backward_bias(&g, gy, gb))?;

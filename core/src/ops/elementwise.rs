@@ -26,7 +26,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         let rg = self.needs_grad(&[Some(ai), Some(bi)]);
-        let op = if rg { op(ai as NodeId, bi as NodeId) } else { Op::Leaf };
+        let op = if rg {
+            op(ai as NodeId, bi as NodeId)
+        } else {
+            Op::Leaf
+        };
         let out = self.push(an.shape, op, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([an.data, bn.data], y, |[a, b], y| zip_map(a, b, y, f))?;

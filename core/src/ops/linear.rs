@@ -48,24 +48,41 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             w: wi as NodeId,
             b: bi.map(|i| i as NodeId),
         };
-        let out = self.push(Shape::new(&[batch, out_f])?, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let out = self.push(
+            Shape::new(&[batch, out_f])?,
+            if rg { op } else { Op::Leaf },
+            rg,
+            0,
+        )?;
         let y = self.nodes[out.id as usize].data;
         let bspan = bn.map(|b| b.data);
-        self.exec([xn.data, wn.data, bspan.unwrap_or_default()], y, |[x, w, b], y| {
-            k::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y)
-        })?;
+        self.exec(
+            [xn.data, wn.data, bspan.unwrap_or_default()],
+            y,
+            |[x, w, b], y| k::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y),
+        )?;
         Ok(out)
     }
 
-    pub(crate) fn linear_backward(&mut self, i: usize, x: NodeId, w: NodeId, b: Option<NodeId>) -> Result<()> {
+    pub(crate) fn linear_backward(
+        &mut self,
+        i: usize,
+        x: NodeId,
+        w: NodeId,
+        b: Option<NodeId>,
+    ) -> Result<()> {
         let gy = self.out_grad(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;
         if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, wn.data], gx, |[gy, w], gx| k::linear_backward_input(batch, inp, out, gy, w, gx))?;
+            self.exec([gy, wn.data], gx, |[gy, w], gx| {
+                k::linear_backward_input(batch, inp, out, gy, w, gx)
+            })?;
         }
         if let Some(gw) = self.grad_of(w) {
-            self.exec([gy, xn.data], gw, |[gy, x], gw| k::linear_backward_weight(batch, inp, out, gy, x, gw))?;
+            self.exec([gy, xn.data], gw, |[gy, x], gw| {
+                k::linear_backward_weight(batch, inp, out, gy, x, gw)
+            })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
             self.exec([gy], gb, |[gy], gb| k::linear_backward_bias(batch, out, gy, gb))?;

@@ -45,7 +45,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             }
         }
         let rg = self.needs_grad(&[Some(li)]);
-        let op = if rg { Op::CrossEntropy { logits: li as NodeId } } else { Op::Leaf };
+        let op = if rg {
+            Op::CrossEntropy { logits: li as NodeId }
+        } else {
+            Op::Leaf
+        };
         let saved = if rg { b * c + b } else { 0 };
         let out = self.push(Shape::scalar(), op, rg, saved)?;
         let node = self.nodes[out.id as usize];

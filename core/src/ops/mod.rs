@@ -77,14 +77,8 @@ pub(crate) fn window_out(
             value: 0,
         });
     }
-    let eff = dil
-        .checked_mul(k - 1)
-        .and_then(|v| v.checked_add(1))
-        .ok_or(ovf)?;
-    let padded = pad
-        .checked_mul(2)
-        .and_then(|p| p.checked_add(len))
-        .ok_or(ovf)?;
+    let eff = dil.checked_mul(k - 1).and_then(|v| v.checked_add(1)).ok_or(ovf)?;
+    let padded = pad.checked_mul(2).and_then(|p| p.checked_add(len)).ok_or(ovf)?;
     if eff > padded {
         return Err(Error::ShapeMismatch {
             op,

@@ -91,7 +91,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         // The indices are saved only when backward will need them; otherwise they
         // are a temporary returned right after the kernel.
         let mark = self.arena.mark();
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, if rg { n_out } else { 0 })?;
+        let out = self.push(
+            shape,
+            if rg { op } else { Op::Leaf },
+            rg,
+            if rg { n_out } else { 0 },
+        )?;
         let idx = if rg {
             self.nodes[out.id as usize].saved
         } else {
@@ -121,7 +126,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let idx = self.nodes[i].saved;
         let g = geometry("max_pool2d", xn.shape, &p)?;
         if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, idx], gx, |[gy, idx], gx| k::max_pool2d_backward(&g, gy, idx, gx))?;
+            self.exec([gy, idx], gx, |[gy, idx], gx| {
+                k::max_pool2d_backward(&g, gy, idx, gx)
+            })?;
         }
         Ok(())
     }

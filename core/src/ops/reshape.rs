@@ -28,7 +28,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             data: xn.data,
             grad: None,
             requires_grad: rg,
-            op: if rg { Op::Reshape { x: xi as NodeId } } else { Op::Leaf },
+            op: if rg {
+                Op::Reshape { x: xi as NodeId }
+            } else {
+                Op::Leaf
+            },
             saved: crate::arena::Span::EMPTY,
         })
     }

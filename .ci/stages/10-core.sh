@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Core engine: formatting, lints, docs, the no_std targets, and the host test suite.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+bash .ci/install.sh rust
+
+echo "--- cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "--- cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -q -- -D warnings
+cargo clippy -p torchlet --features defmt -q -- -D warnings
+
+echo "--- docs (broken intra-doc links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p torchlet --no-deps -q
+
+echo "--- no_std builds (no alloc): Cortex-M0, Cortex-M4F, wasm32"
+for target in thumbv6m-none-eabi thumbv7em-none-eabihf wasm32-unknown-unknown; do
+    cargo build -p torchlet --release --target "$target" -q
+    cargo build -p torchlet --release --target "$target" --features defmt -q
+    echo "built torchlet for $target"
+done
+
+echo "--- host tests (release)"
+cargo test --workspace --release -q 2>&1 | tee /tmp/torchlet-core-tests.log
+grep -q "test result: ok" /tmp/torchlet-core-tests.log

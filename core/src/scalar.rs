@@ -8,6 +8,7 @@
 //! - `to_bits`/`from_bits` let the arena store small integers (max-pool indices, class
 //!   targets) in scalar words without `unsafe`.
 
+use crate::kernels::{conv, conv::ConvGeom, linear};
 use core::fmt::Debug;
 use core::ops::{Add, AddAssign, Mul, Neg, Sub};
 
@@ -67,6 +68,50 @@ pub trait Scalar:
     fn sigmoid(self) -> Self;
     /// Whether the value is finite (always true for fixed point).
     fn is_finite(self) -> bool;
+
+    // ---- kernel hooks ------------------------------------------------------------
+    // The ops call the hot kernels through these, so a type can replace the plain
+    // generic kernels with specialised ones (SIMD for f32) without touching the ops.
+
+    /// See [`conv::conv2d_forward`].
+    fn conv2d_forward(g: &ConvGeom, x: &[Self], w: &[Self], b: Option<&[Self]>, y: &mut [Self]) {
+        conv::conv2d_forward(g, x, w, b, y)
+    }
+    /// See [`conv::conv2d_backward_input`].
+    fn conv2d_backward_input(g: &ConvGeom, gy: &[Self], w: &[Self], gx: &mut [Self]) {
+        conv::conv2d_backward_input(g, gy, w, gx)
+    }
+    /// See [`conv::conv2d_backward_weight`].
+    fn conv2d_backward_weight(g: &ConvGeom, gy: &[Self], x: &[Self], gw: &mut [Self]) {
+        conv::conv2d_backward_weight(g, gy, x, gw)
+    }
+    /// See [`linear::linear_forward`].
+    fn linear_forward(
+        batch: usize,
+        inp: usize,
+        out: usize,
+        x: &[Self],
+        w: &[Self],
+        b: Option<&[Self]>,
+        y: &mut [Self],
+    ) {
+        linear::linear_forward(batch, inp, out, x, w, b, y)
+    }
+    /// See [`linear::linear_backward_input`].
+    fn linear_backward_input(batch: usize, inp: usize, out: usize, gy: &[Self], w: &[Self], gx: &mut [Self]) {
+        linear::linear_backward_input(batch, inp, out, gy, w, gx)
+    }
+    /// See [`linear::linear_backward_weight`].
+    fn linear_backward_weight(
+        batch: usize,
+        inp: usize,
+        out: usize,
+        gy: &[Self],
+        x: &[Self],
+        gw: &mut [Self],
+    ) {
+        linear::linear_backward_weight(batch, inp, out, gy, x, gw)
+    }
 }
 
 impl Scalar for f32 {

@@ -59,7 +59,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.exec(
             [xn.data, wn.data, bspan.unwrap_or_default()],
             y,
-            |[x, w, b], y| k::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y),
+            |[x, w, b], y| S::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y),
         )?;
         Ok(out)
     }
@@ -76,12 +76,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, wn.data], gx, |[gy, w], gx| {
-                k::linear_backward_input(batch, inp, out, gy, w, gx)
+                S::linear_backward_input(batch, inp, out, gy, w, gx)
             })?;
         }
         if let Some(gw) = self.grad_of(w) {
             self.exec([gy, xn.data], gw, |[gy, x], gw| {
-                k::linear_backward_weight(batch, inp, out, gy, x, gw)
+                S::linear_backward_weight(batch, inp, out, gy, x, gw)
             })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {

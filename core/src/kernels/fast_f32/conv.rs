@@ -1,0 +1,337 @@
+//! Register-tiled direct convolution for `f32`: forward, backward-input, backward-weight.
+//!
+//! - Forward: input planes are copied, zero-padded and phase-split ([`Planes`]), into a
+//!   stack buffer, a few channels at a time. An output tile is `OB` output channels x 8
+//!   neighbouring outputs of one row, held in `[[f32; 8]; OB]` accumulators (registers);
+//!   for every input channel and tap it takes one 8-word load and `OB` broadcast weights.
+//! - Backward-input (stride 1): the same tile engine on the output gradient padded by
+//!   `(k - 1) * dil - pad`, with the kernel flipped and its channel axes swapped (a
+//!   transposed convolution is a correlation with the flipped kernel).
+//! - Backward-weight: for `OB` output channels and one (input channel, tap), 8-lane dot
+//!   products of output-gradient rows with the shifted padded input, summed at the end.
+//! - Weights of the current `OB` output channels are packed into a small stack array in
+//!   the order the inner loop reads them.
+//! - Shapes the buffers cannot hold (huge planes, more than [`MAX_TAPS`] taps) and
+//!   strided backward-input use the generic kernels: same results, no workspace.
+//! - Plain safe Rust: the fixed-size arrays auto-vectorise (SSE2, AVX, simd128) and
+//!   every load is one bounds check per 8 words.
+
+use super::planes::Planes;
+use crate::kernels::conv::{self as generic, ConvGeom};
+
+/// Words of the stack buffer holding padded planes (32 KiB).
+pub const PLANE_WORDS: usize = 8192;
+/// Words of the stack buffer holding packed weights (16 KiB).
+pub const PACK_WORDS: usize = 4096;
+/// Kernel taps (`kh * kw`) the tiled kernels handle; larger kernels use the generic ones.
+pub const MAX_TAPS: usize = 64;
+/// Output channels per register tile.
+const OB: usize = 4;
+
+/// The correlation the tile engine computes: `out[o] += sum_i sum_t wpack * planes`.
+struct Corr<'a> {
+    planes: &'a Planes,
+    buf: &'a [f32],
+    /// Input channels in `buf`.
+    nin: usize,
+    /// Tap offsets into a plane.
+    offs: &'a [usize],
+    /// Output rows, columns and row stride of the convolution.
+    oh: usize,
+    ow: usize,
+    sy: usize,
+}
+
+impl Corr<'_> {
+    /// `out[o * plane + ...] += correlation` for `B` outputs; `wpack[(i * taps + t) * B + o]`.
+    fn run<const B: usize>(&self, wpack: &[f32], out: &mut [f32]) {
+        let taps = self.offs.len();
+        let plane = self.oh * self.ow;
+        for oy in 0..self.oh {
+            let rowbase = oy * self.sy * self.planes.row;
+            let mut ox = 0;
+            while ox < self.ow {
+                let n = (self.ow - ox).min(8);
+                let at = oy * self.ow + ox;
+                let mut acc = [[0.0f32; 8]; B];
+                for (o, a) in acc.iter_mut().enumerate() {
+                    a[..n].copy_from_slice(&out[o * plane + at..][..n]);
+                }
+                for i in 0..self.nin {
+                    let base = i * self.planes.chan + rowbase + ox;
+                    let wi = &wpack[i * taps * B..][..taps * B];
+                    for (wt, &off) in wi.chunks_exact(B).zip(self.offs) {
+                        let s = &self.buf[base + off..][..8];
+                        let xv: [f32; 8] = core::array::from_fn(|l| s[l]);
+                        for (a, &wv) in acc.iter_mut().zip(wt) {
+                            for l in 0..8 {
+                                a[l] += wv * xv[l];
+                            }
+                        }
+                    }
+                }
+                for (o, a) in acc.iter().enumerate() {
+                    out[o * plane + at..][..n].copy_from_slice(&a[..n]);
+                }
+                ox += 8;
+            }
+        }
+    }
+}
+
+/// Tap offsets of a kernel in a [`Planes`] layout; `None` if there are too many taps.
+fn offsets(p: &Planes, k: [usize; 2], dil: [usize; 2], store: &mut [usize; MAX_TAPS]) -> Option<usize> {
+    let taps = k[0] * k[1];
+    if taps == 0 || taps > MAX_TAPS {
+        return None;
+    }
+    for ky in 0..k[0] {
+        for kx in 0..k[1] {
+            store[ky * k[1] + kx] = p.tap_offset(ky, kx, dil);
+        }
+    }
+    Some(taps)
+}
+
+/// Input channels per pass: as many as both stack buffers hold (at least one).
+fn chunk(chan_words: usize, taps: usize, total: usize) -> Option<usize> {
+    let c = (PLANE_WORDS / chan_words)
+        .min(PACK_WORDS / (taps * OB))
+        .min(total);
+    (c > 0).then_some(c)
+}
+
+/// Shared driver of forward and backward-input: `out += correlate(src, w')` per sample
+/// and group, where `w'(o, i, t)` is `w[wix(o, i, t)]` for the group's channels.
+struct Driver<'a> {
+    g: &'a ConvGeom,
+    planes: Planes,
+    k: [usize; 2],
+    /// Channels in and out per group, plane sizes in and out.
+    cin: usize,
+    cout: usize,
+    src_plane: usize,
+    out: [usize; 2],
+    sy: usize,
+}
+
+impl Driver<'_> {
+    fn run(
+        &self,
+        src: &[f32],
+        w: &[f32],
+        out: &mut [f32],
+        wix: impl Fn(usize, usize, usize, usize) -> usize,
+    ) -> bool {
+        let mut offs = [0usize; MAX_TAPS];
+        let Some(taps) = offsets(&self.planes, self.k, self.g.dil, &mut offs) else {
+            return false;
+        };
+        let Some(chunk) = chunk(self.planes.chan, taps, self.cin) else {
+            return false;
+        };
+        let mut buf = [0.0f32; PLANE_WORDS];
+        let mut pack = [0.0f32; PACK_WORDS];
+        let out_plane = self.out[0] * self.out[1];
+        let groups = self.g.groups;
+        for n in 0..self.g.n {
+            for grp in 0..groups {
+                let mut c0 = 0;
+                while c0 < self.cin {
+                    let nin = chunk.min(self.cin - c0);
+                    let first = (n * groups * self.cin + grp * self.cin + c0) * self.src_plane;
+                    self.planes.fill(&mut buf, &src[first..], nin);
+                    let corr = Corr {
+                        planes: &self.planes,
+                        buf: &buf,
+                        nin,
+                        offs: &offs[..taps],
+                        oh: self.out[0],
+                        ow: self.out[1],
+                        sy: self.sy,
+                    };
+                    let mut o0 = 0;
+                    while o0 < self.cout {
+                        let b = if self.cout - o0 >= OB { OB } else { 1 };
+                        for i in 0..nin {
+                            for t in 0..taps {
+                                for o in 0..b {
+                                    pack[(i * taps + t) * b + o] = w[wix(grp, o0 + o, c0 + i, t)];
+                                }
+                            }
+                        }
+                        let at = (n * groups * self.cout + grp * self.cout + o0) * out_plane;
+                        let dst = &mut out[at..][..b * out_plane];
+                        if b == OB {
+                            corr.run::<OB>(&pack, dst);
+                        } else {
+                            corr.run::<1>(&pack, dst);
+                        }
+                        o0 += b;
+                    }
+                    c0 += nin;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// `y = conv(x, w) + b`, as [`generic::conv2d_forward`].
+pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+    let Some(planes) = Planes::new([g.h, g.w], g.pad, g.stride, g.dil, [g.kh, g.kw], [g.oh, g.ow]) else {
+        return generic::conv2d_forward(g, x, w, b, y);
+    };
+    let op = g.oh * g.ow;
+    for (i, yp) in y.chunks_exact_mut(op).enumerate() {
+        yp.fill(b.map_or(0.0, |b| b[i % g.c_out]));
+    }
+    let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
+    let d = Driver {
+        g,
+        planes,
+        k: [g.kh, g.kw],
+        cin,
+        cout,
+        src_plane: g.h * g.w,
+        out: [g.oh, g.ow],
+        sy: g.stride[0],
+    };
+    let ok = d.run(x, w, y, |grp, o, i, t| ((grp * cout + o) * cin + i) * taps + t);
+    if !ok {
+        generic::conv2d_forward(g, x, w, b, y);
+    }
+}
+
+/// `gx += conv_transpose(gy, w)`, as [`generic::conv2d_backward_input`].
+pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+    let reach = [(g.kh - 1) * g.dil[0], (g.kw - 1) * g.dil[1]];
+    let fast = g.stride == [1, 1] && reach[0] >= g.pad[0] && reach[1] >= g.pad[1];
+    let pad = [reach[0].wrapping_sub(g.pad[0]), reach[1].wrapping_sub(g.pad[1])];
+    let planes = Planes::new([g.oh, g.ow], pad, [1, 1], g.dil, [g.kh, g.kw], [g.h, g.w]);
+    let (Some(planes), true) = (planes, fast) else {
+        return generic::conv2d_backward_input(g, gy, w, gx);
+    };
+    let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
+    let d = Driver {
+        g,
+        planes,
+        k: [g.kh, g.kw],
+        cin: cout,
+        cout: cin,
+        src_plane: g.oh * g.ow,
+        out: [g.h, g.w],
+        sy: 1,
+    };
+    // Output channel `o` of this correlation is input channel `o` of the convolution.
+    let ok = d.run(gy, w, gx, |grp, o, i, t| {
+        ((grp * cout + i) * cin + o) * taps + (taps - 1 - t)
+    });
+    if !ok {
+        generic::conv2d_backward_input(g, gy, w, gx);
+    }
+}
+
+/// `gw += correlate(gy, x)`, as [`generic::conv2d_backward_weight`].
+pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
+    let Some(planes) = Planes::new([g.h, g.w], g.pad, g.stride, g.dil, [g.kh, g.kw], [g.oh, g.ow]) else {
+        return generic::conv2d_backward_weight(g, gy, x, gw);
+    };
+    let mut offs = [0usize; MAX_TAPS];
+    let Some(taps) = offsets(&planes, [g.kh, g.kw], g.dil, &mut offs) else {
+        return generic::conv2d_backward_weight(g, gy, x, gw);
+    };
+    // Output-gradient rows are copied zero-extended to whole 8-word chunks.
+    let gy_row = g.ow.div_ceil(8) * 8;
+    let gy_plane = g.oh * gy_row;
+    let Some(chunk) = chunk(planes.chan, taps, g.c_in / g.groups) else {
+        return generic::conv2d_backward_weight(g, gy, x, gw);
+    };
+    if gy_plane > GY_WORDS {
+        return generic::conv2d_backward_weight(g, gy, x, gw);
+    }
+    let (cin, cout, op, ip) = (g.c_in / g.groups, g.c_out / g.groups, g.oh * g.ow, g.h * g.w);
+    let mut buf = [0.0f32; PLANE_WORDS];
+    let mut gyb = [0.0f32; GY_WORDS];
+    for n in 0..g.n {
+        for grp in 0..g.groups {
+            let mut c0 = 0;
+            while c0 < cin {
+                let nin = chunk.min(cin - c0);
+                planes.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
+                let mut o0 = 0;
+                while o0 < cout {
+                    let b = if cout - o0 >= OB && OB * gy_plane <= GY_WORDS {
+                        OB
+                    } else {
+                        1
+                    };
+                    let oc = grp * cout + o0;
+                    let src = &gy[(n * g.c_out + oc) * op..][..b * op];
+                    gyb[..b * gy_plane].fill(0.0);
+                    for (dst, row) in gyb.chunks_exact_mut(gy_row).zip(src.chunks_exact(g.ow)) {
+                        dst[..g.ow].copy_from_slice(row);
+                    }
+                    let d = Dots {
+                        rows: g.oh,
+                        chunks: gy_row / 8,
+                        x_row: g.stride[0] * planes.row,
+                        gy_row,
+                        gy_plane,
+                    };
+                    for i in 0..nin {
+                        for (t, &off) in offs[..taps].iter().enumerate() {
+                            let xs = &buf[i * planes.chan + off..];
+                            let mut sums = [0.0f32; OB];
+                            if b == OB {
+                                d.run::<OB>(xs, &gyb, &mut sums);
+                            } else {
+                                d.run::<1>(xs, &gyb, &mut sums);
+                            }
+                            for (o, s) in sums[..b].iter().enumerate() {
+                                gw[((oc + o) * cin + c0 + i) * taps + t] += s;
+                            }
+                        }
+                    }
+                    o0 += b;
+                }
+                c0 += nin;
+            }
+        }
+    }
+}
+
+/// Words of the stack buffer holding zero-extended output-gradient rows (16 KiB).
+pub const GY_WORDS: usize = 4096;
+
+/// Dot products of `B` zero-extended output-gradient planes with one shifted input plane.
+struct Dots {
+    rows: usize,
+    chunks: usize,
+    x_row: usize,
+    gy_row: usize,
+    gy_plane: usize,
+}
+
+impl Dots {
+    #[inline(always)]
+    fn run<const B: usize>(&self, xs: &[f32], gyb: &[f32], sums: &mut [f32; OB]) {
+        let mut acc = [[0.0f32; 8]; B];
+        for oy in 0..self.rows {
+            let xrow = &xs[oy * self.x_row..][..self.chunks * 8];
+            for c in 0..self.chunks {
+                let s = &xrow[c * 8..][..8];
+                let xv: [f32; 8] = core::array::from_fn(|l| s[l]);
+                for (o, a) in acc.iter_mut().enumerate() {
+                    let r = &gyb[o * self.gy_plane + oy * self.gy_row + c * 8..][..8];
+                    for l in 0..8 {
+                        a[l] += r[l] * xv[l];
+                    }
+                }
+            }
+        }
+        for (s, a) in sums.iter_mut().zip(&acc) {
+            *s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+        }
+    }
+}

@@ -3,7 +3,7 @@
 //! figures for W1's three convolutions.
 //!
 //! ```text
-//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick]
+//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28]
 //! RUSTFLAGS="-C target-cpu=native" cargo run --release -p torchlet-tests --example bench
 //! ```
 //!
@@ -244,6 +244,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let with_torch = args.iter().any(|a| a == "--pytorch");
     let quick = args.iter().any(|a| a == "--quick");
+    let only = args
+        .iter()
+        .position(|a| a == "--case")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let rounds: usize = args
         .iter()
         .position(|a| a == "--rounds")
@@ -274,6 +279,9 @@ fn main() {
     let mut theirs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); CASES.len()];
     for round in 0..rounds {
         for (i, &(name, b, h, w, iters)) in CASES.iter().enumerate() {
+            if only.as_deref().is_some_and(|o| o != name) {
+                continue;
+            }
             let iters = if quick { iters / 10 } else { iters };
             let r = torchlet_case(b, h, w, iters);
             eprintln!(
@@ -303,6 +311,9 @@ fn main() {
         "case", "train", "torch train", "ratio", "infer", "torch infer", "ratio"
     );
     for (i, c) in CASES.iter().enumerate() {
+        if ours[i].is_empty() {
+            continue;
+        }
         let t = median(&mut ours[i].iter().map(|r| r.0).collect::<Vec<_>>());
         let inf = median(&mut ours[i].iter().map(|r| r.1).collect::<Vec<_>>());
         if theirs[i].is_empty() {
@@ -322,5 +333,7 @@ fn main() {
         }
     }
     println!("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
-    kernel_table(peak, quick);
+    if only.is_none() {
+        kernel_table(peak, quick);
+    }
 }

@@ -21,8 +21,8 @@ use crate::kernels::conv::{self as generic, ConvGeom};
 
 /// Words of the stack buffer holding padded planes (32 KiB).
 pub const PLANE_WORDS: usize = 8192;
-/// Words of the stack buffer holding packed weights (16 KiB).
-pub const PACK_WORDS: usize = 4096;
+/// Words of the stack buffer holding packed weights (32 KiB).
+pub const PACK_WORDS: usize = 8192;
 /// Kernel taps (`kh * kw`) the tiled kernels handle; larger kernels use the generic ones.
 pub const MAX_TAPS: usize = 64;
 /// Output channels per register tile.
@@ -55,7 +55,12 @@ impl Corr<'_> {
                 let at = oy * self.ow + ox;
                 let mut acc = [[0.0f32; 8]; B];
                 for (o, a) in acc.iter_mut().enumerate() {
-                    a[..n].copy_from_slice(&out[o * plane + at..][..n]);
+                    let src = &out[o * plane + at..][..n];
+                    if n == 8 {
+                        *a = core::array::from_fn(|l| src[l]);
+                    } else {
+                        a[..n].copy_from_slice(src);
+                    }
                 }
                 for i in 0..self.nin {
                     let base = i * self.planes.chan + rowbase + ox;
@@ -71,7 +76,14 @@ impl Corr<'_> {
                     }
                 }
                 for (o, a) in acc.iter().enumerate() {
-                    out[o * plane + at..][..n].copy_from_slice(&a[..n]);
+                    let dst = &mut out[o * plane + at..][..n];
+                    if n == 8 {
+                        for l in 0..8 {
+                            dst[l] = a[l];
+                        }
+                    } else {
+                        dst.copy_from_slice(&a[..n]);
+                    }
                 }
                 ox += 8;
             }
@@ -93,10 +105,11 @@ fn offsets(p: &Planes, k: [usize; 2], dil: [usize; 2], store: &mut [usize; MAX_T
     Some(taps)
 }
 
-/// Input channels per pass: as many as both stack buffers hold (at least one).
-fn chunk(chan_words: usize, taps: usize, total: usize) -> Option<usize> {
+/// Input channels per pass: as many as both stack buffers hold, with `pack_per_chan`
+/// packed weights per input channel; `None` if not even one fits.
+fn chunk(chan_words: usize, pack_per_chan: usize, total: usize) -> Option<usize> {
     let c = (PLANE_WORDS / chan_words)
-        .min(PACK_WORDS / (taps * OB))
+        .min(PACK_WORDS / pack_per_chan.max(1))
         .min(total);
     (c > 0).then_some(c)
 }
@@ -127,18 +140,34 @@ impl Driver<'_> {
         let Some(taps) = offsets(&self.planes, self.k, self.g.dil, &mut offs) else {
             return false;
         };
-        let Some(chunk) = chunk(self.planes.chan, taps, self.cin) else {
+        let Some(chunk) = chunk(self.planes.chan, taps * self.cout, self.cin) else {
             return false;
         };
         let mut buf = [0.0f32; PLANE_WORDS];
         let mut pack = [0.0f32; PACK_WORDS];
         let out_plane = self.out[0] * self.out[1];
         let groups = self.g.groups;
-        for n in 0..self.g.n {
-            for grp in 0..groups {
-                let mut c0 = 0;
-                while c0 < self.cin {
-                    let nin = chunk.min(self.cin - c0);
+        for grp in 0..groups {
+            let mut c0 = 0;
+            while c0 < self.cin {
+                let nin = chunk.min(self.cin - c0);
+                // Weights of every output block of this group and chunk, block after
+                // block, each in the order `Corr::run` reads them.
+                let mut at = 0;
+                let mut o0 = 0;
+                while o0 < self.cout {
+                    let b = block(self.cout - o0);
+                    for i in 0..nin {
+                        for t in 0..taps {
+                            for o in 0..b {
+                                pack[at] = w[wix(grp, o0 + o, c0 + i, t)];
+                                at += 1;
+                            }
+                        }
+                    }
+                    o0 += b;
+                }
+                for n in 0..self.g.n {
                     let first = (n * groups * self.cin + grp * self.cin + c0) * self.src_plane;
                     self.planes.fill(&mut buf, &src[first..], nin);
                     let corr = Corr {
@@ -152,28 +181,31 @@ impl Driver<'_> {
                     };
                     let mut o0 = 0;
                     while o0 < self.cout {
-                        let b = if self.cout - o0 >= OB { OB } else { 1 };
-                        for i in 0..nin {
-                            for t in 0..taps {
-                                for o in 0..b {
-                                    pack[(i * taps + t) * b + o] = w[wix(grp, o0 + o, c0 + i, t)];
-                                }
-                            }
-                        }
+                        let b = block(self.cout - o0);
+                        let wp = &pack[o0 * nin * taps..][..b * nin * taps];
                         let at = (n * groups * self.cout + grp * self.cout + o0) * out_plane;
                         let dst = &mut out[at..][..b * out_plane];
                         if b == OB {
-                            corr.run::<OB>(&pack, dst);
+                            corr.run::<OB>(wp, dst);
                         } else {
-                            corr.run::<1>(&pack, dst);
+                            corr.run::<1>(wp, dst);
                         }
                         o0 += b;
                     }
-                    c0 += nin;
                 }
+                c0 += nin;
             }
         }
         true
+    }
+}
+
+/// Output channels in the next register tile, with `left` still to do.
+fn block(left: usize) -> usize {
+    if left >= OB {
+        OB
+    } else {
+        1
     }
 }
 
@@ -244,7 +276,7 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     // Output-gradient rows are copied zero-extended to whole 8-word chunks.
     let gy_row = g.ow.div_ceil(8) * 8;
     let gy_plane = g.oh * gy_row;
-    let Some(chunk) = chunk(planes.chan, taps, g.c_in / g.groups) else {
+    let Some(chunk) = chunk(planes.chan, 0, g.c_in / g.groups) else {
         return generic::conv2d_backward_weight(g, gy, x, gw);
     };
     if gy_plane > GY_WORDS {

@@ -3,7 +3,7 @@
 //! figures for W1's three convolutions.
 //!
 //! ```text
-//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28]
+//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels]
 //! RUSTFLAGS="-C target-cpu=native" cargo run --release -p torchlet-tests --example bench
 //! ```
 //!
@@ -80,6 +80,56 @@ fn torchlet_case(batch: usize, h: usize, w: usize, iters: usize) -> (f64, f64) {
     (train, infer)
 }
 
+/// Median microseconds of each layer's forward, the loss, backward and the SGD step
+/// of one W1 training step (`--layers`): where the time goes.
+fn layer_profile(batch: usize, h: usize, w: usize, iters: usize) {
+    let bytes = plan_bytes(batch, h, w).expect("plan");
+    let mut arena = vec![0.0f32; bytes / 4];
+    let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+    let mut rng = Rng::new(0);
+    let model = digits_fcn(&mut g, &mut rng).expect("model");
+    let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).expect("sgd");
+    let input: Vec<f32> = (0..batch * h * w)
+        .map(|i| ((i * 7919) % 256) as f32 / 255.0)
+        .collect();
+    let labels: Vec<usize> = (0..batch).map(|i| i % 10).collect();
+    let layers = model.layers();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); layers.len() + 3];
+    for it in 0..iters + 5 {
+        g.zero_grad();
+        let mut x = g.input(&[batch, 1, h, w], &input).expect("input");
+        let mut lap = Instant::now();
+        let mut record = |k: usize, lap: &mut Instant| {
+            if it >= 5 {
+                times[k].push(lap.elapsed().as_secs_f64() * 1e6);
+            }
+            *lap = Instant::now();
+        };
+        for (k, layer) in layers.iter().enumerate() {
+            x = layer.forward(&mut g, x).expect("layer");
+            record(k, &mut lap);
+        }
+        let loss = g.cross_entropy(x, &labels).expect("loss");
+        record(layers.len(), &mut lap);
+        g.backward(loss).expect("backward");
+        record(layers.len() + 1, &mut lap);
+        sgd.step(&mut g).expect("step");
+        g.end_step();
+        record(layers.len() + 2, &mut lap);
+    }
+    println!("\nW1 step at batch {batch}, {h}x{w}: median microseconds per part");
+    for (k, t) in times.iter_mut().enumerate() {
+        let name = match k {
+            _ if k < layers.len() => format!("forward {:?}", layers[k]),
+            _ if k == layers.len() => "cross-entropy".to_string(),
+            _ if k == layers.len() + 1 => "backward (all layers)".to_string(),
+            _ => "SGD step + end_step".to_string(),
+        };
+        let name: String = name.chars().take(60).collect();
+        println!("{:>10.1}  {name}", median(t));
+    }
+}
+
 /// Runs the PyTorch script once and returns (case, train_us, infer_us) per line.
 fn pytorch_round() -> Result<Vec<(String, f64, f64)>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/bench_pytorch.py");
@@ -136,12 +186,13 @@ fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
     ]
 }
 
-/// GFLOP/s of a loop of independent multiply-adds: this build's attainable peak.
+/// GFLOP/s of a loop of independent multiply-adds: this build's attainable peak. The
+/// best of many short blocks, so that time slices lost to other processes do not count.
 fn measured_peak_gflops() -> f64 {
     let (m, c) = (black_box(0.999_f32), black_box(1e-3_f32));
-    let iters = 4_000_000usize;
+    let iters = 20_000usize;
     let mut best = 0.0f64;
-    for _ in 0..3 {
+    for _ in 0..300 {
         let mut acc = black_box([[0.5f32; 8]; 6]);
         let t = Instant::now();
         for _ in 0..iters {
@@ -255,6 +306,12 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|s| s.parse().ok())
         .unwrap_or(if with_torch { 3 } else { 1 });
+    if args.iter().any(|a| a == "--layers") {
+        for &(_, b, h, w, iters) in &CASES {
+            layer_profile(b, h, w, iters / 4);
+        }
+        return;
+    }
     let (model, ghz, wide) = cpu_info();
     let simd = if cfg!(target_feature = "avx2") {
         "AVX2"
@@ -277,7 +334,8 @@ fn main() {
 
     let mut ours: Vec<Vec<(f64, f64)>> = vec![Vec::new(); CASES.len()];
     let mut theirs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); CASES.len()];
-    for round in 0..rounds {
+    let kernels_only = args.iter().any(|a| a == "--kernels");
+    for round in 0..if kernels_only { 0 } else { rounds } {
         for (i, &(name, b, h, w, iters)) in CASES.iter().enumerate() {
             if only.as_deref().is_some_and(|o| o != name) {
                 continue;

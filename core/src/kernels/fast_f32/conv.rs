@@ -17,6 +17,7 @@
 //!   every load is one bounds check per 8 words.
 
 use super::planes::Planes;
+pub use super::weight::conv2d_backward_weight;
 use crate::kernels::conv::{self as generic, ConvGeom};
 
 /// Words of the stack buffer holding padded planes (32 KiB).
@@ -26,7 +27,7 @@ pub const PACK_WORDS: usize = 8192;
 /// Kernel taps (`kh * kw`) the tiled kernels handle; larger kernels use the generic ones.
 pub const MAX_TAPS: usize = 64;
 /// Output channels per register tile.
-const OB: usize = 4;
+pub(crate) const OB: usize = 4;
 
 /// The correlation the tile engine computes: `out[o] += sum_i sum_t wpack * planes`.
 struct Corr<'a> {
@@ -92,7 +93,12 @@ impl Corr<'_> {
 }
 
 /// Tap offsets of a kernel in a [`Planes`] layout; `None` if there are too many taps.
-fn offsets(p: &Planes, k: [usize; 2], dil: [usize; 2], store: &mut [usize; MAX_TAPS]) -> Option<usize> {
+pub(crate) fn offsets(
+    p: &Planes,
+    k: [usize; 2],
+    dil: [usize; 2],
+    store: &mut [usize; MAX_TAPS],
+) -> Option<usize> {
     let taps = k[0] * k[1];
     if taps == 0 || taps > MAX_TAPS {
         return None;
@@ -107,7 +113,7 @@ fn offsets(p: &Planes, k: [usize; 2], dil: [usize; 2], store: &mut [usize; MAX_T
 
 /// Input channels per pass: as many as both stack buffers hold, with `pack_per_chan`
 /// packed weights per input channel; `None` if not even one fits.
-fn chunk(chan_words: usize, pack_per_chan: usize, total: usize) -> Option<usize> {
+pub(crate) fn chunk(chan_words: usize, pack_per_chan: usize, total: usize) -> Option<usize> {
     let c = (PLANE_WORDS / chan_words)
         .min(PACK_WORDS / pack_per_chan.max(1))
         .min(total);
@@ -261,109 +267,5 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     });
     if !ok {
         generic::conv2d_backward_input(g, gy, w, gx);
-    }
-}
-
-/// `gw += correlate(gy, x)`, as [`generic::conv2d_backward_weight`].
-pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
-    let Some(planes) = Planes::new([g.h, g.w], g.pad, g.stride, g.dil, [g.kh, g.kw], [g.oh, g.ow]) else {
-        return generic::conv2d_backward_weight(g, gy, x, gw);
-    };
-    let mut offs = [0usize; MAX_TAPS];
-    let Some(taps) = offsets(&planes, [g.kh, g.kw], g.dil, &mut offs) else {
-        return generic::conv2d_backward_weight(g, gy, x, gw);
-    };
-    // Output-gradient rows are copied zero-extended to whole 8-word chunks.
-    let gy_row = g.ow.div_ceil(8) * 8;
-    let gy_plane = g.oh * gy_row;
-    let Some(chunk) = chunk(planes.chan, 0, g.c_in / g.groups) else {
-        return generic::conv2d_backward_weight(g, gy, x, gw);
-    };
-    if gy_plane > GY_WORDS {
-        return generic::conv2d_backward_weight(g, gy, x, gw);
-    }
-    let (cin, cout, op, ip) = (g.c_in / g.groups, g.c_out / g.groups, g.oh * g.ow, g.h * g.w);
-    let mut buf = [0.0f32; PLANE_WORDS];
-    let mut gyb = [0.0f32; GY_WORDS];
-    for n in 0..g.n {
-        for grp in 0..g.groups {
-            let mut c0 = 0;
-            while c0 < cin {
-                let nin = chunk.min(cin - c0);
-                planes.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
-                let mut o0 = 0;
-                while o0 < cout {
-                    let b = if cout - o0 >= OB && OB * gy_plane <= GY_WORDS {
-                        OB
-                    } else {
-                        1
-                    };
-                    let oc = grp * cout + o0;
-                    let src = &gy[(n * g.c_out + oc) * op..][..b * op];
-                    gyb[..b * gy_plane].fill(0.0);
-                    for (dst, row) in gyb.chunks_exact_mut(gy_row).zip(src.chunks_exact(g.ow)) {
-                        dst[..g.ow].copy_from_slice(row);
-                    }
-                    let d = Dots {
-                        rows: g.oh,
-                        chunks: gy_row / 8,
-                        x_row: g.stride[0] * planes.row,
-                        gy_row,
-                        gy_plane,
-                    };
-                    for i in 0..nin {
-                        for (t, &off) in offs[..taps].iter().enumerate() {
-                            let xs = &buf[i * planes.chan + off..];
-                            let mut sums = [0.0f32; OB];
-                            if b == OB {
-                                d.run::<OB>(xs, &gyb, &mut sums);
-                            } else {
-                                d.run::<1>(xs, &gyb, &mut sums);
-                            }
-                            for (o, s) in sums[..b].iter().enumerate() {
-                                gw[((oc + o) * cin + c0 + i) * taps + t] += s;
-                            }
-                        }
-                    }
-                    o0 += b;
-                }
-                c0 += nin;
-            }
-        }
-    }
-}
-
-/// Words of the stack buffer holding zero-extended output-gradient rows (16 KiB).
-pub const GY_WORDS: usize = 4096;
-
-/// Dot products of `B` zero-extended output-gradient planes with one shifted input plane.
-struct Dots {
-    rows: usize,
-    chunks: usize,
-    x_row: usize,
-    gy_row: usize,
-    gy_plane: usize,
-}
-
-impl Dots {
-    #[inline(always)]
-    fn run<const B: usize>(&self, xs: &[f32], gyb: &[f32], sums: &mut [f32; OB]) {
-        let mut acc = [[0.0f32; 8]; B];
-        for oy in 0..self.rows {
-            let xrow = &xs[oy * self.x_row..][..self.chunks * 8];
-            for c in 0..self.chunks {
-                let s = &xrow[c * 8..][..8];
-                let xv: [f32; 8] = core::array::from_fn(|l| s[l]);
-                for (o, a) in acc.iter_mut().enumerate() {
-                    let r = &gyb[o * self.gy_plane + oy * self.gy_row + c * 8..][..8];
-                    for l in 0..8 {
-                        a[l] += r[l] * xv[l];
-                    }
-                }
-            }
-        }
-        for (s, a) in sums.iter_mut().zip(&acc) {
-            *s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-        }
     }
 }

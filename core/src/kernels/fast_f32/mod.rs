@@ -2,7 +2,7 @@
 //! [`Scalar`](crate::Scalar) on hosts and in wasm (see `scalar.rs` for where).
 //!
 //! - [`conv`]: register-tiled direct convolution over zero-padded stack copies of a
-//!   few planes ([`planes`]), forward and both backward passes.
+//!   few planes ([`planes`]), forward and backward-input; [`weight`]: backward-weight.
 //! - Plain safe Rust over fixed-size `[f32; 8]` arrays, which LLVM turns into SSE2 (the
 //!   x86_64 baseline), AVX/AVX2 with `-C target-cpu=native`, or wasm `simd128` when that
 //!   target feature is on; no `unsafe`, no heap, no arena workspace (stack only, at most
@@ -12,6 +12,7 @@
 
 pub mod conv;
 pub(crate) mod planes;
+pub mod weight;
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,8 @@
 //! RUSTFLAGS="-C target-cpu=native" cargo run --release -p torchlet-tests --example bench
 //! ```
 //!
+//! - Every figure is given as wall time and as the thread's CPU time (which leaves out
+//!   time slices lost to other processes: on a busy machine compare CPU times).
 //! - A training step is zero_grad + forward + cross-entropy + backward + SGD (lr 0.01,
 //!   momentum 0.9) + end_step; inference is one forward pass with gradients off. Each
 //!   figure is the median of many timed iterations after warm-up.
@@ -35,23 +37,49 @@ const CASES: [(&str, usize, usize, usize, usize); 3] = [
     ("b1-12x20", 1, 12, 20, 400),
 ];
 
-fn median_us(iters: usize, mut f: impl FnMut()) -> f64 {
+/// Microseconds of CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_us() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 * 1e-3
+}
+
+/// A wall-clock and a thread-CPU-time median, in microseconds.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    wall: f64,
+    cpu: f64,
+}
+
+/// Median wall and CPU time of `f` over `iters` timed calls after warm-up. CPU time
+/// leaves out time slices lost to other processes on a loaded machine.
+fn median_us(iters: usize, mut f: impl FnMut()) -> Timing {
     for _ in 0..(iters / 10).max(5) {
         f();
     }
-    let mut ts: Vec<f64> = (0..iters)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64() * 1e6
-        })
-        .collect();
-    ts.sort_by(f64::total_cmp);
-    ts[ts.len() / 2]
+    let (mut wall, mut cpu) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    for _ in 0..iters {
+        let c = thread_cpu_us();
+        let t = Instant::now();
+        f();
+        wall.push(t.elapsed().as_secs_f64() * 1e6);
+        cpu.push(thread_cpu_us() - c);
+    }
+    Timing {
+        wall: median(&mut wall),
+        cpu: median(&mut cpu),
+    }
 }
 
 /// Median microseconds per training step and per inference for one W1 case.
-fn torchlet_case(batch: usize, h: usize, w: usize, iters: usize) -> (f64, f64) {
+fn torchlet_case(batch: usize, h: usize, w: usize, iters: usize) -> (Timing, Timing) {
     let bytes = plan_bytes(batch, h, w).expect("plan");
     let mut arena = vec![0.0f32; bytes / 4];
     let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
@@ -130,8 +158,8 @@ fn layer_profile(batch: usize, h: usize, w: usize, iters: usize) {
     }
 }
 
-/// Runs the PyTorch script once and returns (case, train_us, infer_us) per line.
-fn pytorch_round() -> Result<Vec<(String, f64, f64)>, String> {
+/// Runs the PyTorch script once and returns (case, train, infer) per line.
+fn pytorch_round() -> Result<Vec<(String, Timing, Timing)>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/bench_pytorch.py");
     let out = Command::new("python3")
         .args([script, "--momentum", "0.9"])
@@ -148,13 +176,55 @@ fn pytorch_round() -> Result<Vec<(String, f64, f64)>, String> {
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).map_err(|e| format!("{e}: {l}"))?;
             let f = |k: &str| v[k].as_f64().ok_or(format!("no {k} in {l}"));
-            Ok((
-                v["case"].as_str().unwrap_or("?").to_string(),
-                f("train_us")?,
-                f("infer_us")?,
-            ))
+            let train = Timing {
+                wall: f("train_us")?,
+                cpu: f("train_cpu_us")?,
+            };
+            let infer = Timing {
+                wall: f("infer_us")?,
+                cpu: f("infer_cpu_us")?,
+            };
+            Ok((v["case"].as_str().unwrap_or("?").to_string(), train, infer))
         })
         .collect()
+}
+
+/// Prints one table of medians over rounds, of wall or of CPU time.
+fn print_table(
+    title: &str,
+    ours: &[Vec<(Timing, Timing)>],
+    theirs: &[Vec<(Timing, Timing)>],
+    pick: fn(&Timing) -> f64,
+) {
+    println!("\n{title}");
+    println!(
+        "{:<10} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}",
+        "case", "train", "torch train", "ratio", "infer", "torch infer", "ratio"
+    );
+    let med = |v: &[(Timing, Timing)], k: usize| {
+        let mut xs: Vec<f64> = v.iter().map(|r| pick(if k == 0 { &r.0 } else { &r.1 })).collect();
+        median(&mut xs)
+    };
+    for (i, c) in CASES.iter().enumerate() {
+        if ours[i].is_empty() {
+            continue;
+        }
+        let (t, inf) = (med(&ours[i], 0), med(&ours[i], 1));
+        if theirs[i].is_empty() {
+            println!(
+                "{:<10} {t:>12.1} {:>12} {:>8} {inf:>12.1} {:>12} {:>8}",
+                c.0, "-", "-", "-", "-"
+            );
+        } else {
+            let (pt, pi) = (med(&theirs[i], 0), med(&theirs[i], 1));
+            println!(
+                "{:<10} {t:>12.1} {pt:>12.1} {:>8.2} {inf:>12.1} {pi:>12.1} {:>8.2}",
+                c.0,
+                t / pt,
+                inf / pi
+            );
+        }
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -242,7 +312,7 @@ fn kernel_table(peak: f64, quick: bool) {
             f32::conv2d_backward_weight,
         ),
     ];
-    println!("\nconv2d kernels (GFLOP/s; % of measured peak {peak:.1} GFLOP/s)");
+    println!("\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)");
     println!(
         "{:<20} {:>5} {:<16} {:>10} {:>8} {:>10} {:>8} {:>8}",
         "layer", "batch", "kernel", "generic", "%peak", "f32", "%peak", "speedup"
@@ -271,7 +341,7 @@ fn kernel_table(peak: f64, quick: bool) {
                         "backward-input" => (&gy, &wt, vec![0.0f32; x.len()]),
                         _ => (&gy, &x, vec![0.0f32; wt.len()]),
                     };
-                    let us = median_us(iters, || k(&g, black_box(a), black_box(b), black_box(&mut out)));
+                    let us = median_us(iters, || k(&g, black_box(a), black_box(b), black_box(&mut out))).cpu;
                     flops / us / 1e3
                 };
                 let (gg, gs) = (run(generic), run(special));
@@ -332,8 +402,8 @@ fn main() {
         println!();
     }
 
-    let mut ours: Vec<Vec<(f64, f64)>> = vec![Vec::new(); CASES.len()];
-    let mut theirs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); CASES.len()];
+    let mut ours: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
+    let mut theirs: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
     let kernels_only = args.iter().any(|a| a == "--kernels");
     for round in 0..if kernels_only { 0 } else { rounds } {
         for (i, &(name, b, h, w, iters)) in CASES.iter().enumerate() {
@@ -342,17 +412,14 @@ fn main() {
             }
             let iters = if quick { iters / 10 } else { iters };
             let r = torchlet_case(b, h, w, iters);
-            eprintln!(
-                "round {round} torchlet {name}: train {:.1} us, infer {:.1} us",
-                r.0, r.1
-            );
+            eprintln!("round {round} torchlet {name}: train {:?}, infer {:?}", r.0, r.1);
             ours[i].push(r);
         }
         if with_torch {
             match pytorch_round() {
                 Ok(rows) => {
                     for (case, t, inf) in rows {
-                        eprintln!("round {round} pytorch {case}: train {t:.1} us, infer {inf:.1} us");
+                        eprintln!("round {round} pytorch {case}: train {t:?}, infer {inf:?}");
                         if let Some(i) = CASES.iter().position(|c| c.0 == case) {
                             theirs[i].push((t, inf));
                         }
@@ -363,33 +430,9 @@ fn main() {
         }
     }
 
-    println!("\nW1 digits-fcn, median of {rounds} round(s), microseconds");
-    println!(
-        "{:<10} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}",
-        "case", "train", "torch train", "ratio", "infer", "torch infer", "ratio"
-    );
-    for (i, c) in CASES.iter().enumerate() {
-        if ours[i].is_empty() {
-            continue;
-        }
-        let t = median(&mut ours[i].iter().map(|r| r.0).collect::<Vec<_>>());
-        let inf = median(&mut ours[i].iter().map(|r| r.1).collect::<Vec<_>>());
-        if theirs[i].is_empty() {
-            println!(
-                "{:<10} {t:>12.1} {:>12} {:>8} {inf:>12.1} {:>12} {:>8}",
-                c.0, "-", "-", "-", "-"
-            );
-        } else {
-            let pt = median(&mut theirs[i].iter().map(|r| r.0).collect::<Vec<_>>());
-            let pi = median(&mut theirs[i].iter().map(|r| r.1).collect::<Vec<_>>());
-            println!(
-                "{:<10} {t:>12.1} {pt:>12.1} {:>8.2} {inf:>12.1} {pi:>12.1} {:>8.2}",
-                c.0,
-                t / pt,
-                inf / pi
-            );
-        }
-    }
+    let title = format!("W1 digits-fcn, median of {rounds} round(s), microseconds");
+    print_table(&format!("{title} of wall time"), &ours, &theirs, |t| t.wall);
+    print_table(&format!("{title} of thread CPU time"), &ours, &theirs, |t| t.cpu);
     println!("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
     if only.is_none() {
         kernel_table(peak, quick);

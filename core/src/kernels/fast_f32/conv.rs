@@ -45,7 +45,9 @@ struct Corr<'a> {
 
 impl Corr<'_> {
     /// `out[o * plane + ...] += correlation` for `B` outputs; `wpack[(i * taps + t) * B + o]`.
-    fn run<const B: usize>(&self, wpack: &[f32], out: &mut [f32]) {
+    /// With `init`, the outputs are overwritten with `init[o] + correlation` instead
+    /// (the forward pass's bias), which saves loading them.
+    fn run<const B: usize>(&self, wpack: &[f32], out: &mut [f32], init: Option<[f32; B]>) {
         let taps = self.offs.len();
         let plane = self.oh * self.ow;
         for oy in 0..self.oh {
@@ -56,11 +58,9 @@ impl Corr<'_> {
                 let at = oy * self.ow + ox;
                 let mut acc = [[0.0f32; 8]; B];
                 for (o, a) in acc.iter_mut().enumerate() {
-                    let src = &out[o * plane + at..][..n];
-                    if n == 8 {
-                        *a = core::array::from_fn(|l| src[l]);
-                    } else {
-                        a[..n].copy_from_slice(src);
+                    match init {
+                        Some(v) => *a = [v[o]; 8],
+                        None => load(a, &out[o * plane + at..][..n]),
                     }
                 }
                 for i in 0..self.nin {
@@ -77,17 +77,34 @@ impl Corr<'_> {
                     }
                 }
                 for (o, a) in acc.iter().enumerate() {
-                    let dst = &mut out[o * plane + at..][..n];
-                    if n == 8 {
-                        for l in 0..8 {
-                            dst[l] = a[l];
-                        }
-                    } else {
-                        dst.copy_from_slice(&a[..n]);
-                    }
+                    store(&mut out[o * plane + at..][..n], a);
                 }
                 ox += 8;
             }
+        }
+    }
+}
+
+/// `a[..src.len()] = src` (at most 8 words) with fixed-size moves, no `memcpy` call.
+#[inline(always)]
+fn load(a: &mut [f32; 8], src: &[f32]) {
+    let mut k = 0;
+    for step in [8, 4, 2, 1] {
+        if src.len() - k >= step {
+            a[k..k + step].copy_from_slice(&src[k..k + step]);
+            k += step;
+        }
+    }
+}
+
+/// `dst = a[..dst.len()]` (at most 8 words) with fixed-size moves.
+#[inline(always)]
+fn store(dst: &mut [f32], a: &[f32; 8]) {
+    let mut k = 0;
+    for step in [8, 4, 2, 1] {
+        if dst.len() - k >= step {
+            dst[k..k + step].copy_from_slice(&a[k..k + step]);
+            k += step;
         }
     }
 }
@@ -124,6 +141,9 @@ pub(crate) fn chunk(chan_words: usize, pack_per_chan: usize, total: usize) -> Op
 /// and group, where `w'(o, i, t)` is `w[wix(o, i, t)]` for the group's channels.
 struct Driver<'a> {
     g: &'a ConvGeom,
+    /// `Some(bias)`: overwrite the outputs with `bias + correlation` (forward);
+    /// `None`: add the correlation to them (backward-input).
+    bias: Option<Option<&'a [f32]>>,
     planes: Planes,
     k: [usize; 2],
     /// Channels in and out per group, plane sizes in and out.
@@ -153,6 +173,16 @@ impl Driver<'_> {
         let mut pack = [0.0f32; PACK_WORDS];
         let out_plane = self.out[0] * self.out[1];
         let groups = self.g.groups;
+        // Overwriting with a bias: in the tiles when one pass covers every input
+        // channel, otherwise by filling the outputs first and accumulating.
+        let single = chunk >= self.cin;
+        if let (Some(bias), false) = (self.bias, single) {
+            let channels = groups * self.cout;
+            for (i, p) in out.chunks_exact_mut(out_plane).enumerate() {
+                p.fill(bias.map_or(0.0, |b| b[i % channels]));
+            }
+        }
+        let init = self.bias.filter(|_| single);
         for grp in 0..groups {
             let mut c0 = 0;
             while c0 < self.cin {
@@ -191,10 +221,11 @@ impl Driver<'_> {
                         let wp = &pack[o0 * nin * taps..][..b * nin * taps];
                         let at = (n * groups * self.cout + grp * self.cout + o0) * out_plane;
                         let dst = &mut out[at..][..b * out_plane];
+                        let c = grp * self.cout + o0;
                         if b == OB {
-                            corr.run::<OB>(wp, dst);
+                            corr.run::<OB>(wp, dst, init.map(|bs| core::array::from_fn(|o| bias(bs, c + o))));
                         } else {
-                            corr.run::<1>(wp, dst);
+                            corr.run::<1>(wp, dst, init.map(|bs| [bias(bs, c)]));
                         }
                         o0 += b;
                     }
@@ -204,6 +235,11 @@ impl Driver<'_> {
         }
         true
     }
+}
+
+/// The bias of output channel `c`, zero without a bias.
+fn bias(b: Option<&[f32]>, c: usize) -> f32 {
+    b.map_or(0.0, |b| b[c])
 }
 
 /// Output channels in the next register tile, with `left` still to do.
@@ -220,13 +256,10 @@ pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
     let Some(planes) = Planes::new([g.h, g.w], g.pad, g.stride, g.dil, [g.kh, g.kw], [g.oh, g.ow]) else {
         return generic::conv2d_forward(g, x, w, b, y);
     };
-    let op = g.oh * g.ow;
-    for (i, yp) in y.chunks_exact_mut(op).enumerate() {
-        yp.fill(b.map_or(0.0, |b| b[i % g.c_out]));
-    }
     let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
     let d = Driver {
         g,
+        bias: Some(b),
         planes,
         k: [g.kh, g.kw],
         cin,
@@ -253,6 +286,7 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
     let d = Driver {
         g,
+        bias: None,
         planes,
         k: [g.kh, g.kw],
         cin: cout,

@@ -1,6 +1,6 @@
 //! Register-tiled direct convolution for `f32`: forward, backward-input, backward-weight.
 //!
-//! - Forward: input planes are copied, zero-padded and phase-split ([`Planes`]), into a
+//! - Forward: input planes are copied, zero-padded and phase-split (`Planes`), into a
 //!   stack buffer, a few channels at a time. An output tile is `OB` output channels x 8
 //!   neighbouring outputs of one row, held in `[[f32; 8]; OB]` accumulators (registers);
 //!   for every input channel and tap it takes one 8-word load and `OB` broadcast weights.

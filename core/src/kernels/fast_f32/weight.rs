@@ -1,6 +1,6 @@
 //! Backward-weight of the tiled `f32` convolution: `gw += correlate(gy, x)`.
 //!
-//! - The input planes are copied zero-padded and phase-split ([`Planes`]) as in the
+//! - The input planes are copied zero-padded and phase-split (`Planes`) as in the
 //!   forward pass; `WB` output-gradient planes are copied with rows zero-extended to
 //!   whole 8-word chunks, so every load is a full, unmasked one.
 //! - A register tile is `WB` output channels x `T` taps of one input channel, each an

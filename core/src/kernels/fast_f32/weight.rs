@@ -7,8 +7,6 @@
 //!   `L`-lane partial sum over the whole output plane: per step, `WB` gradient loads and
 //!   `T` input loads feed `WB * T` lane-wise multiply-adds; the lanes are summed once per
 //!   plane.
-//! - Several samples share one pass when their planes fit the buffers, so the lane
-//!   sums run over all of them before the reduction.
 //! - `L` is 8 with AVX (the 12 accumulators fit the 16 ymm registers) and 4 otherwise
 //!   (SSE2, simd128, and scalar targets).
 //! - The inner loop is written on plain slices (not nested arrays built with
@@ -47,24 +45,20 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
         return generic::conv2d_backward_weight(g, gy, x, gw);
     }
     let (cin, cout, op, ip) = (g.c_in / g.groups, g.c_out / g.groups, g.oh * g.ow, g.h * g.w);
+    let d = Dots {
+        rows: g.oh,
+        x_row: g.stride[0] * planes.row,
+        gy_row,
+        gy_plane,
+    };
     let mut buf = [0.0f32; PLANE_WORDS];
     let mut gyb = [0.0f32; GY_WORDS];
-    for grp in 0..g.groups {
-        let mut c0 = 0;
-        while c0 < cin {
-            let nin = chunk.min(cin - c0);
-            // Several samples per pass when they fit: the lane sums then run over all
-            // of them before they are reduced.
-            let nb = (PLANE_WORDS / (nin * planes.chan))
-                .min(GY_WORDS / (WB * gy_plane))
-                .clamp(1, g.n);
-            let mut n0 = 0;
-            while n0 < g.n {
-                let ns = nb.min(g.n - n0);
-                for s in 0..ns {
-                    let src = &x[((n0 + s) * g.c_in + grp * cin + c0) * ip..];
-                    planes.fill(&mut buf[s * nin * planes.chan..], src, nin);
-                }
+    for n in 0..g.n {
+        for grp in 0..g.groups {
+            let mut c0 = 0;
+            while c0 < cin {
+                let nin = chunk.min(cin - c0);
+                planes.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
                 let mut o0 = 0;
                 while o0 < cout {
                     let b = if cout - o0 >= WB && WB * gy_plane <= GY_WORDS {
@@ -73,25 +67,13 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
                         1
                     };
                     let oc = grp * cout + o0;
-                    for s in 0..ns {
-                        let src = &gy[((n0 + s) * g.c_out + oc) * op..][..b * op];
-                        let dst = &mut gyb[s * b * gy_plane..][..b * gy_plane];
-                        for (d, row) in dst.chunks_exact_mut(gy_row).zip(src.chunks_exact(g.ow)) {
-                            d[..g.ow].copy_from_slice(row);
-                            d[g.ow..].fill(0.0);
-                        }
+                    let src = &gy[(n * g.c_out + oc) * op..][..b * op];
+                    for (dst, row) in gyb.chunks_exact_mut(gy_row).zip(src.chunks_exact(g.ow)) {
+                        dst[..g.ow].copy_from_slice(row);
+                        dst[g.ow..].fill(0.0);
                     }
-                    let d = Dots {
-                        rows: g.oh,
-                        x_row: g.stride[0] * planes.row,
-                        gy_row,
-                        gy_plane,
-                        samples: ns,
-                        x_sample: nin * planes.chan,
-                        gy_sample: b * gy_plane,
-                    };
                     for i in 0..nin {
-                        let xs = &buf[i * planes.chan..];
+                        let xs = &buf[i * planes.chan..][..planes.chan];
                         let mut t0 = 0;
                         while t0 < taps {
                             let tb = if taps - t0 >= TB { TB } else { 1 };
@@ -113,9 +95,8 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
                     }
                     o0 += b;
                 }
-                n0 += ns;
+                c0 += nin;
             }
-            c0 += nin;
         }
     }
 }
@@ -127,10 +108,6 @@ struct Dots {
     x_row: usize,
     gy_row: usize,
     gy_plane: usize,
-    /// Samples in the buffers, and the words between two samples' planes.
-    samples: usize,
-    x_sample: usize,
-    gy_sample: usize,
 }
 
 impl Dots {
@@ -144,24 +121,21 @@ impl Dots {
     ) {
         let offs: [usize; T] = core::array::from_fn(|t| offs[t]);
         let mut acc = [[[0.0f32; L]; T]; B];
-        for smp in 0..self.samples {
-            let (xs, gyb) = (&xs[smp * self.x_sample..], &gyb[smp * self.gy_sample..]);
-            for oy in 0..self.rows {
-                let (xrow, grow) = (oy * self.x_row, oy * self.gy_row);
-                let mut c = 0;
-                while c < self.gy_row {
-                    for (t, &off) in offs.iter().enumerate() {
-                        let xt = &xs[xrow + off + c..][..L];
-                        for (o, ao) in acc.iter_mut().enumerate() {
-                            let gv = &gyb[o * self.gy_plane + grow + c..][..L];
-                            let a = &mut ao[t];
-                            for l in 0..L {
-                                a[l] += gv[l] * xt[l];
-                            }
+        for oy in 0..self.rows {
+            let (xrow, grow) = (oy * self.x_row, oy * self.gy_row);
+            let mut c = 0;
+            while c < self.gy_row {
+                for (t, &off) in offs.iter().enumerate() {
+                    let xt = &xs[xrow + off + c..][..L];
+                    for (o, ao) in acc.iter_mut().enumerate() {
+                        let gv = &gyb[o * self.gy_plane + grow + c..][..L];
+                        let a = &mut ao[t];
+                        for l in 0..L {
+                            a[l] += gv[l] * xt[l];
                         }
                     }
-                    c += L;
                 }
+                c += L;
             }
         }
         for (srow, ao) in sums.iter_mut().zip(&acc) {

@@ -6,7 +6,12 @@
 //! call the engine.
 #![no_std]
 
+pub mod assets;
 pub mod counter;
+mod crc;
+pub mod heap;
+pub mod w1;
+pub mod weights;
 
 use cortex_m_rt::{exception, ExceptionFrame};
 use defmt_semihosting as _;

@@ -24,20 +24,21 @@ qemu_args() {
     esac
 }
 
-# run_bin BIN [TARGET]: runs the program, keeps the decoded log, fails on a non-zero status.
+# run_bin BIN [TARGET [STATUS]]: runs the program, keeps the decoded log, fails unless
+# it exits with STATUS (default 0).
 run_bin() {
-    local bin=$1 target=${2:-thumbv7em-none-eabihf}
+    local bin=$1 target=${2:-thumbv7em-none-eabihf} want=${3:-0}
     local elf="target/$target/release/$bin" log="target/qemu-$bin.log" rc=0 t0=$SECONDS
-    # shellcheck disable=SC2046
     set +e
+    # shellcheck disable=SC2046
     timeout 300 qemu-system-arm $(qemu_args "$target") -nographic -icount shift=6,sleep=off \
         -semihosting-config enable=on,target=native -kernel "$elf" | defmt-print -e "$elf" >"$log" 2>&1
     rc=${PIPESTATUS[0]}
     set -e
     grep -vE ' step [0-9]+ ' "$log" || true   # per-step lines stay in the log file
     echo "($bin: exit status $rc, $((SECONDS - t0)) s, log $PWD/$log)"
-    if [ "$rc" -ne 0 ]; then
-        echo "FAIL: $bin exited with status $rc" >&2
+    if [ "$rc" -ne "$want" ]; then
+        echo "FAIL: $bin exited with status $rc, expected $want" >&2
         exit 1
     fi
 }
@@ -72,6 +73,10 @@ if grep -q 'FAIL' target/qemu-bad_input.log; then echo "FAIL: bad_input" >&2; ex
 echo "--- kernel_bench: instructions per MAC of the f32 conv kernels (M4F)"
 run_bin kernel_bench
 expect kernel_bench 'all W1 conv passes at 28x28: [0-9]+ MACs, [0-9]+ instructions, [0-9.]+ instructions/MAC'
+
+echo "--- fault: a HardFault must end the run with status 102, not hang QEMU (M4F)"
+run_bin fault thumbv7em-none-eabihf 102
+expect fault 'ERROR +HardFault at pc 0x[0-9a-f]+'
 
 echo "--- sizes against the budgets (committed snapshot: firmware/size-report.txt)"
 bash size-report.sh target/size-report.txt

@@ -26,6 +26,15 @@ pub struct Recipe {
     pub seed: u64,
 }
 
+/// The README's recipe for W1 on the digits: SGD with momentum 0.9, batch 32.
+pub const RECIPE: Recipe = Recipe {
+    epochs: 10,
+    batch: 32,
+    lr: 0.05,
+    momentum: 0.9,
+    seed: 1,
+};
+
 /// What an epoch measured.
 #[derive(Clone, Copy, Debug)]
 pub struct EpochReport {

@@ -2,7 +2,8 @@
 // train until the held-out accuracy passes 90%, draw a digit with the mouse, check the
 // prediction and the arena plan, fine-tune, feed a bad size and check the engine's
 // error, and save a screenshot. Exits non-zero on any failure.
-//   node e2e.mjs [OUT_DIR]      (serves dist/ with python3 -m http.server on 127.0.0.1)
+//   node e2e.mjs [OUT_DIR] [--bench]   (serves dist/ with python3 -m http.server on 127.0.0.1)
+// --bench then runs the benchmark page (bench.html) in the same browser.
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -13,7 +14,8 @@ const require = createRequire(import.meta.url);
 const { chromium } = require('playwright-core'); // found through NODE_PATH (.ci/install.sh)
 
 const here = path.dirname(new URL(import.meta.url).pathname);
-const out = path.resolve(process.argv[2] ?? path.join(here, '..', '..', 'target', 'wasm-e2e'));
+const outArg = process.argv.slice(2).find((a) => !a.startsWith('--'));
+const out = path.resolve(outArg ?? path.join(here, '..', '..', 'target', 'wasm-e2e'));
 const TRAIN_TIMEOUT_MS = 8 * 60 * 1000;
 
 function freePort() {
@@ -75,6 +77,16 @@ async function drawStroke(page, points) {
   await page.mouse.down();
   for (const [x, y] of points.slice(1)) await page.mouse.move(box.x + x, box.y + y, { steps: 8 });
   await page.mouse.up();
+}
+
+async function bench(ctx, url) {
+  const page = await ctx.newPage();
+  page.on('console', (m) => console.log(`[bench] ${m.text()}`));
+  await page.goto(`${url}bench.html?run`);
+  await page.waitForSelector('body[data-bench-done="1"]', { timeout: 10 * 60 * 1000 });
+  const results = await page.evaluate(() => window.benchResults);
+  fs.writeFileSync(path.join(out, 'bench.json'), JSON.stringify(results, null, 2));
+  console.log(`benchmark results in ${path.join(out, 'bench.json')}`);
 }
 
 async function main() {
@@ -143,6 +155,10 @@ async function main() {
     check((await page.textContent('#plan-summary')).includes('1x1x12x20'), 'plan works again after the error');
 
     check(problems.length === 0, `no page or console errors${problems.length ? ': ' + problems.join('; ') : ''}`);
+    await page.close();
+
+    // 6. The benchmark harness (numbers, not a test), in the same browser run.
+    if (process.argv.includes('--bench')) await bench(ctx, site.url);
   } finally {
     await ctx.close();
     site.stop();

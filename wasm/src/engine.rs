@@ -54,13 +54,7 @@ fn forward<const N: usize>(
 }
 
 /// The meta plan of `spec` for a `[batch, C, h, w]` input with SGD of this momentum.
-pub fn plan(
-    spec: &NetSpec,
-    momentum: f32,
-    batch: usize,
-    h: usize,
-    w: usize,
-) -> Result<Plan, SpecError> {
+pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> Result<Plan, SpecError> {
     let dims = [batch, spec.in_channels(), h, w];
     // Training: parameters, optimizer state, forward, loss, backward, update.
     let mut g: Graph<f32, TAPE> = Graph::meta(usize::MAX);

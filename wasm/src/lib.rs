@@ -156,13 +156,17 @@ impl Model {
     /// building a model: use it to choose `arenaBytes`.
     #[wasm_bindgen(js_name = planW1)]
     pub fn plan_w1(momentum: f32, batch: u32, height: u32, width: u32) -> Result<Plan, JsError> {
-        let inner = engine::plan(&NetSpec::W1, momentum, dim(batch), dim(height), dim(width)).map_err(js_err)?;
+        let inner =
+            engine::plan(&NetSpec::W1, momentum, dim(batch), dim(height), dim(width)).map_err(js_err)?;
         Ok(Plan { inner })
     }
 
     /// The plan of this model at `[batch, C, height, width]`.
     pub fn plan(&self, batch: u32, height: u32, width: u32) -> Result<Plan, JsError> {
-        let inner = self.inner.plan(dim(batch), dim(height), dim(width)).map_err(js_err)?;
+        let inner = self
+            .inner
+            .plan(dim(batch), dim(height), dim(width))
+            .map_err(js_err)?;
         Ok(Plan { inner })
     }
 

@@ -134,10 +134,7 @@ impl NetSpec {
         if in_channels == 0 {
             return Err(SpecError::Invalid("in_channels must be at least 1".into()));
         }
-        Ok(NetSpec::Layers {
-            in_channels,
-            layers,
-        })
+        Ok(NetSpec::Layers { in_channels, layers })
     }
 
     /// Input channels the network expects.
@@ -156,10 +153,7 @@ impl NetSpec {
     ) -> Result<Vec<Layer>, SpecError> {
         match self {
             NetSpec::W1 => Ok(digits_fcn(g, rng)?.layers().to_vec()),
-            NetSpec::Layers {
-                in_channels,
-                layers,
-            } => build_layers(g, rng, *in_channels, layers),
+            NetSpec::Layers { in_channels, layers } => build_layers(g, rng, *in_channels, layers),
         }
     }
 }
@@ -194,14 +188,8 @@ fn build_layers<const N: usize>(
             LayerSpec::LeakyRelu { negative_slope } => Layer::LeakyRelu(negative_slope),
             LayerSpec::Sigmoid => Layer::Sigmoid,
             LayerSpec::Tanh => Layer::Tanh,
-            LayerSpec::MaxPool2d {
-                kernel_size,
-                stride,
-            } => Layer::MaxPool2d(pool(kernel_size, stride)),
-            LayerSpec::AvgPool2d {
-                kernel_size,
-                stride,
-            } => Layer::AvgPool2d(pool(kernel_size, stride)),
+            LayerSpec::MaxPool2d { kernel_size, stride } => Layer::MaxPool2d(pool(kernel_size, stride)),
+            LayerSpec::AvgPool2d { kernel_size, stride } => Layer::AvgPool2d(pool(kernel_size, stride)),
             LayerSpec::GlobalAvgPool2d => {
                 flat = Some(ch);
                 Layer::AdaptiveAvgPool2d([1, 1])

@@ -51,7 +51,10 @@ fn plan_lists_layer_shapes_and_equals_the_real_high_water_mark() {
     assert!(plan.infer_bytes() < plan.train_bytes());
     assert!(plan.persistent_bytes() >= 2.0 * 6218.0 * 4.0);
     let json = plan.to_json();
-    assert!(json.contains("\"layers\":[{\"name\":\"conv2d\",\"shape\":[1, 8, 12, 20]}"), "{json}");
+    assert!(
+        json.contains("\"layers\":[{\"name\":\"conv2d\",\"shape\":[1, 8, 12, 20]}"),
+        "{json}"
+    );
 
     // An arena of exactly the planned size trains at that size, and reaches exactly it.
     let mut m = Model::w1(1, 0.01, 0.9, plan.train_bytes()).unwrap();
@@ -75,7 +78,10 @@ fn bad_inputs_throw_the_engine_message_and_leave_the_model_usable() {
     let e = message(m.train_step(&[0.0; 784], 1, 28, 28, &[10]).unwrap_err());
     assert_eq!(e, "cross_entropy: target class index out of range (got 10)");
     let e = message(m.train_step(&[0.0; 784], 1, 28, 28, &[1, 2]).unwrap_err());
-    assert_eq!(e, "cross_entropy: number of targets vs batch: expected 1, found 2");
+    assert_eq!(
+        e,
+        "cross_entropy: number of targets vs batch: expected 1, found 2"
+    );
     let e = message(m.evaluate(&[0.0; 784], 2, 28, 28, &[1, 2]).unwrap_err());
     assert!(e.contains("data length"), "{e}");
     assert!(m.loss().is_nan(), "no step succeeded yet");
@@ -90,7 +96,11 @@ fn bad_inputs_throw_the_engine_message_and_leave_the_model_usable() {
 
 #[wasm_bindgen_test]
 fn bad_specs_and_sizes_are_refused() {
-    let e = message(Model::from_layers("[{\"type\":\"conv9d\"}]", 1, 0, 0.1, 0.0, 0.0).err().unwrap());
+    let e = message(
+        Model::from_layers("[{\"type\":\"conv9d\"}]", 1, 0, 0.1, 0.0, 0.0)
+            .err()
+            .unwrap(),
+    );
     assert!(e.starts_with("layer spec: unknown variant `conv9d`"), "{e}");
     let e = message(
         Model::from_layers("[{\"type\":\"linear\",\"out_features\":3}]", 1, 0, 0.1, 0.0, 0.0)
@@ -137,5 +147,10 @@ fn a_layer_spec_network_learns_bars_at_mixed_sizes() {
         labels.push((pos % 2) as u32);
     }
     let acc = m.evaluate(&x, 6, h as u32, w as u32, &labels).unwrap();
-    assert_eq!(acc, 1.0, "bars not learned: accuracy {acc}, last loss {}", m.loss());
+    assert_eq!(
+        acc,
+        1.0,
+        "bars not learned: accuracy {acc}, last loss {}",
+        m.loss()
+    );
 }

@@ -13,7 +13,7 @@ try {
   const page = await ctx.newPage();
   page.on('console', (m) => console.log(`[bench] ${m.text()}`));
   page.on('pageerror', (e) => console.log(`[bench] page error: ${e.message}`));
-  await page.goto(`${site.url}bench.html?run`);
+  await page.goto(`${site.url}bench.html?run${process.argv.includes("--reverse") ? "&reverse" : ""}`);
   await page.waitForSelector('body[data-bench-done="1"]', { timeout: 10 * 60 * 1000 });
   fs.writeFileSync(path.join(out, 'bench.json'), JSON.stringify(await page.evaluate(() => window.benchResults), null, 2));
 } finally {

@@ -8,6 +8,8 @@ import initSimd, { Model as ModelSimd } from './pkg/torchlet.js';
 import initPlain, { Model as ModelPlain } from './pkg-nosimd/torchlet.js';
 
 const CASES = [[1, 28, 28], [32, 28, 28], [1, 12, 20]];
+// ?reverse runs the cases in the opposite order (to check that order does not matter).
+if (new URLSearchParams(location.search).has('reverse')) CASES.reverse();
 const out = document.getElementById('out');
 const log = (s) => { out.textContent += s + '\n'; console.log(s); };
 

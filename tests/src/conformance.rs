@@ -10,6 +10,9 @@ use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Tensor};
 /// Tape capacity used for single-op cases.
 const TAPE: usize = 16;
 
+/// The largest arena a case may plan for (a huge shape is an error, not an abort).
+const MAX_CASE_BYTES: usize = 256 << 20;
+
 /// A tensor as JSON: row-major data with its shape.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct JsonTensor {
@@ -130,7 +133,7 @@ fn float_inputs(op: &str) -> &'static [&'static str] {
 /// Runs a case in f32: a meta pass sizes the arena exactly, then the real pass runs
 /// in an arena of that size.
 pub fn run_f32(case: &Case) -> Result<Outcome, Error> {
-    let mut meta: Graph<f32, TAPE> = Graph::meta(usize::MAX);
+    let mut meta: Graph<f32, TAPE> = Graph::meta(MAX_CASE_BYTES);
     let (out, leaves) = record(&mut meta, case)?;
     if !leaves.is_empty() {
         meta.backward_with(out, &[])?;
@@ -197,7 +200,13 @@ fn record<const N: usize>(g: &mut Graph<'_, f32, N>, case: &Case) -> Result<(Ten
     for name in float_inputs(&case.op) {
         inputs.insert(name, t(name)?);
     }
-    let need = |n: &'static str| inputs.get(n).copied().flatten().ok_or(bad("missing input tensor"));
+    let need = |n: &'static str| {
+        inputs
+            .get(n)
+            .copied()
+            .flatten()
+            .ok_or(bad("missing input tensor"))
+    };
     let p = &case.params;
     let out = match case.op.as_str() {
         "conv2d" => {
@@ -283,7 +292,9 @@ fn pair(p: &Map<String, Value>, key: &str, default: usize) -> Result<[usize; 2],
             };
             Ok([one(&a[0])?, one(&a[1])?])
         }
-        Some(Value::Array(a)) if a.len() == 1 => pair(&Map::from_iter([(key.to_string(), a[0].clone())]), key, default),
+        Some(Value::Array(a)) if a.len() == 1 => {
+            pair(&Map::from_iter([(key.to_string(), a[0].clone())]), key, default)
+        }
         Some(v) => {
             let u = v
                 .as_u64()

@@ -154,3 +154,27 @@ fn a_layer_spec_network_learns_bars_at_mixed_sizes() {
         m.loss()
     );
 }
+
+#[wasm_bindgen_test]
+fn plans_equal_real_steps_over_many_sizes_and_batches() {
+    for &(b, h, w) in &[
+        (1usize, 4usize, 4usize),
+        (1, 9, 5),
+        (3, 12, 20),
+        (2, 22, 17),
+        (1, 28, 28),
+        (4, 7, 31),
+    ] {
+        let plan = Model::plan_w1(0.9, b as u32, h as u32, w as u32).unwrap();
+        let x = vec![0.25f32; b * h * w];
+        let labels: Vec<u32> = (0..b as u32).collect();
+        // A prediction on a fresh model reaches exactly the inference plan...
+        let mut m = Model::w1(3, 0.01, 0.9, plan.train_bytes()).unwrap();
+        m.predict(&x, b as u32, h as u32, w as u32).unwrap();
+        assert_eq!(m.high_water_bytes(), plan.infer_bytes(), "infer {b}x{h}x{w}");
+        // ...and a training step exactly the training plan, in an arena of that size.
+        m.train_step(&x, b as u32, h as u32, w as u32, &labels).unwrap();
+        assert_eq!(m.high_water_bytes(), plan.train_bytes(), "train {b}x{h}x{w}");
+        assert_eq!(m.arena_bytes(), plan.train_bytes());
+    }
+}

@@ -109,8 +109,10 @@ impl Plan {
 #[derive(Clone, Copy, Debug)]
 pub struct Step {
     /// Mean cross-entropy of the batch.
+    #[wasm_bindgen(readonly)]
     pub loss: f32,
     /// Share of the batch predicted right.
+    #[wasm_bindgen(readonly)]
     pub accuracy: f32,
 }
 
@@ -122,7 +124,12 @@ fn dim(v: u32) -> usize {
 impl Model {
     /// W1 "digits-fcn" (1 input channel, 10 classes, 6,218 parameters) with SGD.
     /// `arenaBytes` 0 sizes the arena for a batch of 32 images of 28x28.
-    pub fn w1(seed: u32, lr: f32, momentum: f32, arena_bytes: f64) -> Result<Model, JsError> {
+    pub fn w1(
+        seed: u32,
+        lr: f32,
+        momentum: f32,
+        #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
+    ) -> Result<Model, JsError> {
         Self::build(NetSpec::W1, seed, lr, momentum, arena_bytes)
     }
 
@@ -131,12 +138,12 @@ impl Model {
     /// {"type":"global_avg_pool2d"},{"type":"flatten"},{"type":"linear","out_features":10}]`.
     #[wasm_bindgen(js_name = fromLayers)]
     pub fn from_layers(
-        layers_json: &str,
-        in_channels: u32,
+        #[wasm_bindgen(js_name = layersJson)] layers_json: &str,
+        #[wasm_bindgen(js_name = inChannels)] in_channels: u32,
         seed: u32,
         lr: f32,
         momentum: f32,
-        arena_bytes: f64,
+        #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
     ) -> Result<Model, JsError> {
         let spec = NetSpec::from_json(dim(in_channels), layers_json).map_err(js_err)?;
         Self::build(spec, seed, lr, momentum, arena_bytes)

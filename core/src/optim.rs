@@ -39,7 +39,12 @@ pub struct Sgd {
     pub weight_decay: f32,
     velocity: Option<Span>,
     elems: usize,
+    /// Seed of the stochastic rounding of fixed-point types ([`Scalar::DITHER`]).
+    dither: u64,
 }
+
+/// The fixed seed of [`Sgd`]'s stochastic rounding: runs are reproducible.
+const DITHER_SEED: u64 = 0x5EED_D17E;
 
 impl Sgd {
     /// Creates the optimizer for every parameter of `g` (allocating the momentum
@@ -62,6 +67,7 @@ impl Sgd {
             weight_decay,
             velocity,
             elems,
+            dither: DITHER_SEED,
         })
     }
 
@@ -77,6 +83,10 @@ impl Sgd {
             S::from_f32(self.weight_decay),
         );
         let decay = self.weight_decay != 0.0;
+        // Fixed point rounds the momentum decay and the update stochastically (see
+        // `Scalar::mul_dithered`); f32 draws nothing.
+        let mut rng = crate::init::Rng::new(self.dither);
+        self.dither = rng.next_u64();
         let mut k = self.velocity.map_or(0, |v| v.off);
         let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();
         let buf = g.arena_mut().whole_mut();
@@ -87,13 +97,14 @@ impl Sgd {
                 if decay {
                     dp += wd * p;
                 }
+                let r = if S::DITHER { rng.next_u64() } else { 0 };
                 if self.velocity.is_some() {
-                    let v = mom * buf[k] + dp;
+                    let v = mom.mul_dithered(buf[k], r as u32) + dp;
                     buf[k] = v;
                     dp = v;
                     k += 1;
                 }
-                buf[d.off + j] = p - lr * dp;
+                buf[d.off + j] = p - lr.mul_dithered(dp, (r >> 32) as u32);
             }
         }
         Ok(())

@@ -10,6 +10,9 @@ use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Scalar, Tensor, Q16};
 /// Tape capacity used for single-op cases.
 const TAPE: usize = 16;
 
+/// The largest arena a case may plan for (a huge shape is an error, not an abort).
+const MAX_CASE_BYTES: usize = 256 << 20;
+
 /// A tensor as JSON: row-major data with its shape.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct JsonTensor {
@@ -164,7 +167,7 @@ pub fn run_f32(case: &Case) -> Result<Outcome, Error> {
 /// Runs a case in scalar type `S` (see [`run_f32`]); inputs are converted with
 /// [`DoorScalar::from_real`] and results reported as reals.
 pub fn run_scalar<S: DoorScalar>(case: &Case) -> Result<Outcome, Error> {
-    let mut meta: Graph<S, TAPE> = Graph::meta(usize::MAX);
+    let mut meta: Graph<S, TAPE> = Graph::meta(MAX_CASE_BYTES);
     let (out, leaves) = record(&mut meta, case)?;
     if !leaves.is_empty() {
         meta.backward_with(out, &[])?;
@@ -231,7 +234,13 @@ fn record<S: DoorScalar, const N: usize>(g: &mut Graph<'_, S, N>, case: &Case) -
     for name in float_inputs(&case.op) {
         inputs.insert(name, t(name)?);
     }
-    let need = |n: &'static str| inputs.get(n).copied().flatten().ok_or(bad("missing input tensor"));
+    let need = |n: &'static str| {
+        inputs
+            .get(n)
+            .copied()
+            .flatten()
+            .ok_or(bad("missing input tensor"))
+    };
     let p = &case.params;
     let out = match case.op.as_str() {
         "conv2d" => {
@@ -317,7 +326,9 @@ fn pair(p: &Map<String, Value>, key: &str, default: usize) -> Result<[usize; 2],
             };
             Ok([one(&a[0])?, one(&a[1])?])
         }
-        Some(Value::Array(a)) if a.len() == 1 => pair(&Map::from_iter([(key.to_string(), a[0].clone())]), key, default),
+        Some(Value::Array(a)) if a.len() == 1 => {
+            pair(&Map::from_iter([(key.to_string(), a[0].clone())]), key, default)
+        }
         Some(v) => {
             let u = v
                 .as_u64()

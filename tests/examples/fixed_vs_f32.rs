@@ -2,10 +2,10 @@
 //! point ([`torchlet::Q16`]), with the same recipe, initialisation and shuffles, and
 //! prints both held-out accuracies and their difference.
 //!
-//! `cargo run --release -p torchlet-tests --example fixed_vs_f32 [-- EPOCHS BATCH TRAIN_N]`
+//! `cargo run --release -p torchlet-tests --example fixed_vs_f32 [-- EPOCHS BATCH TRAIN_N LOSS_SCALE]`
 
 use torchlet::Q16;
-use torchlet_tests::train::{train_w1_in, EpochReport, Recipe};
+use torchlet_tests::train::{train_w1_in, EpochReport, Recipe, FIXED_LOSS_SCALE};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -13,7 +13,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let batch = args.get(1).map_or(Ok(32), |s| s.parse())?;
     let digits = torchlet_tests::digits::Digits::load()?;
     let (train, test) = digits.split();
-    let n = args.get(2).map_or(Ok(train.len()), |s| s.parse())?.min(train.len());
+    let scale = args.get(3).map_or(Ok(FIXED_LOSS_SCALE), |s| s.parse())?;
+    let n = args
+        .get(2)
+        .map_or(Ok(train.len()), |s| s.parse())?
+        .min(train.len());
     let train = &train[..n];
     let recipe = Recipe {
         epochs,
@@ -22,7 +26,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         momentum: 0.9,
         seed: 1,
     };
-    println!("W1 on {} training / {} held-out MNIST digits, {recipe:?}", train.len(), test.len());
+    println!(
+        "W1 on {} training / {} held-out MNIST digits, {recipe:?}, q16.16 loss scale {scale}",
+        train.len(),
+        test.len()
+    );
     let show = |name: &str| {
         let name = name.to_string();
         move |r: &EpochReport| {
@@ -36,9 +44,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     };
-    let (f, _) = train_w1_in::<f32>(train, test, recipe, show("f32"))?;
-    let (q, _) = train_w1_in::<Q16>(train, test, recipe, show("q16.16"))?;
-    let (fa, qa) = (f.last().map_or(0.0, |r| r.accuracy), q.last().map_or(0.0, |r| r.accuracy));
+    let (f, _) = train_w1_in::<f32>(train, test, recipe, 1.0, show("f32"))?;
+    let (q, _) = train_w1_in::<Q16>(train, test, recipe, scale, show("q16.16"))?;
+    let (fa, qa) = (
+        f.last().map_or(0.0, |r| r.accuracy),
+        q.last().map_or(0.0, |r| r.accuracy),
+    );
     println!(
         "final held-out accuracy: f32 {:.2}%  q16.16 {:.2}%  difference {:+.2} points",
         fa * 100.0,

@@ -219,7 +219,10 @@ fn check_shape(t: &JsonTensor, want: &[usize]) -> Result<(), Error> {
 type Leaves = Vec<(&'static str, Tensor)>;
 
 /// Creates the inputs and calls the op on `g`.
-fn record<S: DoorScalar, const N: usize>(g: &mut Graph<'_, S, N>, case: &Case) -> Result<(Tensor, Leaves), Error> {
+fn record<S: DoorScalar, const N: usize>(
+    g: &mut Graph<'_, S, N>,
+    case: &Case,
+) -> Result<(Tensor, Leaves), Error> {
     let mut leaves: Leaves = Vec::new();
     let mut t = |name: &'static str| -> Result<Option<Tensor>, Error> {
         let Some(j) = case.inputs.get(name) else {

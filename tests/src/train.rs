@@ -8,6 +8,11 @@ use torchlet::nn::{digits_fcn, Sequential};
 use torchlet::optim::Sgd;
 use torchlet::{fixed, Error, Graph, Scalar};
 
+/// Loss scale for Q16.16 training: W1's activation gradients after the global average
+/// pool are about `1 / (32 * 49)` of the loss gradient, a few LSB of Q16.16; scaling the
+/// loss by 2^8 keeps about 8 more bits through the convolutions' backward passes.
+pub const FIXED_LOSS_SCALE: f32 = 256.0;
+
 /// Tape capacity for W1: 8 parameters, 1 input, 12 op records.
 pub const TAPE: usize = 32;
 
@@ -104,15 +109,18 @@ pub fn train_w1(
     r: Recipe,
     report: impl FnMut(&EpochReport),
 ) -> Result<(Vec<EpochReport>, usize), Error> {
-    train_w1_in::<f32>(train, test, r, report)
+    train_w1_in::<f32>(train, test, r, 1.0, report)
 }
 
 /// [`train_w1`] in scalar type `S` (`f32` or [`torchlet::Q16`]): the same recipe,
 /// initialisation and shuffles, so two types can be compared in one run.
+/// `loss_scale` seeds `backward` (and [`Sgd::with_grad_scale`] divides it out again):
+/// 1 for `f32`, [`FIXED_LOSS_SCALE`] for fixed point.
 pub fn train_w1_in<S: Scalar>(
     train: &[Digit],
     test: &[Digit],
     r: Recipe,
+    loss_scale: f32,
     mut report: impl FnMut(&EpochReport),
 ) -> Result<(Vec<EpochReport>, usize), Error> {
     let (h, w) = (train[0].h, train[0].w);
@@ -121,7 +129,8 @@ pub fn train_w1_in<S: Scalar>(
     let mut g: Graph<S, TAPE> = Graph::new(&mut arena);
     let mut rng = Rng::new(r.seed);
     let model = digits_fcn(&mut g, &mut rng)?;
-    let mut sgd = Sgd::new(&mut g, r.lr, r.momentum, 0.0)?;
+    let mut sgd = Sgd::new(&mut g, r.lr, r.momentum, 0.0)?.with_grad_scale(loss_scale);
+    let seed = [S::from_f32(loss_scale)];
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut labels = vec![0usize; r.batch];
     let mut reports = Vec::new();
@@ -140,7 +149,11 @@ pub fn train_w1_in<S: Scalar>(
             let logits = model.forward(&mut g, x)?;
             let loss = g.cross_entropy(logits, &labels[..batch.len()])?;
             loss_sum += g.data(loss)?[0].to_f32() as f64;
-            g.backward(loss)?;
+            if loss_scale == 1.0 {
+                g.backward(loss)?;
+            } else {
+                g.backward_with(loss, &seed)?;
+            }
             sgd.step(&mut g)?;
             g.end_step();
             steps += 1;

@@ -126,10 +126,20 @@ pub(crate) fn sat_i32(v: i64) -> i32 {
     }
 }
 
-/// `round(v / 2^shift)`, ties away from zero (`shift` in `1..=62`).
+/// `round(v / 2^shift)`, ties away from zero (`shift` in `1..=62`), for any `v`
+/// (no intermediate overflow, so `i64::MAX` accumulators round correctly).
 #[inline(always)]
 pub(crate) fn round_shift(v: i64, shift: u32) -> i64 {
-    (v + (1i64 << (shift - 1)) - (v < 0) as i64) >> shift
+    let half = 1i64 << (shift - 1);
+    let rem = v & ((half << 1) - 1);
+    (v >> shift) + (rem > half || (rem == half && v >= 0)) as i64
+}
+
+/// [`round_shift`] by 16 of a product of two `i32` (`|p| <= 2^62`, so adding the
+/// nudge cannot overflow): the multiply's fast path.
+#[inline(always)]
+fn round_product(p: i64) -> i64 {
+    (p + (1i64 << 15) - (p < 0) as i64) >> 16
 }
 
 /// A Q16.16 fixed-point number: the real value is `self.0 / 65536`.
@@ -174,7 +184,11 @@ impl Q16 {
             };
         }
         // |v| = m * 2^(e - 150) (subnormals: e = 1, no implicit bit); raw = |v| * 2^16.
-        let (m, e) = if exp == 0 { (frac, 1) } else { (frac | 0x80_0000, exp) };
+        let (m, e) = if exp == 0 {
+            (frac, 1)
+        } else {
+            (frac | 0x80_0000, exp)
+        };
         let shift = e - 134;
         let mag: i64 = if shift >= 0 {
             if shift > 31 {
@@ -208,7 +222,11 @@ impl Q16 {
             };
         }
         // |v| = m * 2^(e - 1075); raw = |v| * 2^16 = m * 2^(e - 1059).
-        let (m, e) = if exp == 0 { (frac, 1) } else { (frac | (1u64 << 52), exp) };
+        let (m, e) = if exp == 0 {
+            (frac, 1)
+        } else {
+            (frac | (1u64 << 52), exp)
+        };
         let shift = e - 1059;
         let mag: i64 = if shift > 10 {
             i64::MAX
@@ -295,7 +313,7 @@ impl Mul for Q16 {
     type Output = Q16;
     #[inline(always)]
     fn mul(self, rhs: Q16) -> Q16 {
-        Q16(sat_i32(round_shift(self.0 as i64 * rhs.0 as i64, 16)))
+        Q16(sat_i32(round_product(self.0 as i64 * rhs.0 as i64)))
     }
 }
 

@@ -2,7 +2,7 @@
 //! point ([`torchlet::Q16`]), with the same recipe, initialisation and shuffles, and
 //! prints both held-out accuracies and their difference.
 //!
-//! `cargo run --release -p torchlet-tests --example fixed_vs_f32 [-- EPOCHS BATCH TRAIN_N LOSS_SCALE]`
+//! `cargo run --release -p torchlet-tests --example fixed_vs_f32 [-- EPOCHS BATCH TRAIN_N LOSS_SCALE LR]`
 
 use torchlet::Q16;
 use torchlet_tests::train::{train_w1_in, EpochReport, Recipe, FIXED_LOSS_SCALE};
@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let recipe = Recipe {
         epochs,
         batch,
-        lr: 0.05,
+        lr: args.get(4).map_or(Ok(0.05), |s| s.parse())?,
         momentum: 0.9,
         seed: 1,
     };

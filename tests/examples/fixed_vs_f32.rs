@@ -5,12 +5,12 @@
 //! `cargo run --release -p torchlet-tests --example fixed_vs_f32 [-- EPOCHS BATCH TRAIN_N LOSS_SCALE LR]`
 
 use torchlet::Q16;
-use torchlet_tests::train::{train_w1_in, EpochReport, Recipe, FIXED_LOSS_SCALE};
+use torchlet_tests::train::{train_w1_in, EpochReport, Recipe, FIXED_LOSS_SCALE, RECIPE};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let epochs = args.first().map_or(Ok(3), |s| s.parse())?;
-    let batch = args.get(1).map_or(Ok(32), |s| s.parse())?;
+    let epochs = args.first().map_or(Ok(RECIPE.epochs), |s| s.parse())?;
+    let batch = args.get(1).map_or(Ok(RECIPE.batch), |s| s.parse())?;
     let digits = torchlet_tests::digits::Digits::load()?;
     let (train, test) = digits.split();
     let scale = args.get(3).map_or(Ok(FIXED_LOSS_SCALE), |s| s.parse())?;
@@ -22,9 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let recipe = Recipe {
         epochs,
         batch,
-        lr: args.get(4).map_or(Ok(0.05), |s| s.parse())?,
-        momentum: 0.9,
-        seed: 1,
+        lr: args.get(4).map_or(Ok(RECIPE.lr), |s| s.parse())?,
+        ..RECIPE
     };
     println!(
         "W1 on {} training / {} held-out MNIST digits, {recipe:?}, q16.16 loss scale {scale}",

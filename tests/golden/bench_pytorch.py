@@ -4,10 +4,15 @@
     python3 tests/golden/bench_pytorch.py [--iters 200] [--iters-b32 20] [--momentum 0.0]
 
 For each W1 case, prints one JSON line on stdout:
-    {"case": "b1-28x28", "train_us": ..., "infer_us": ..., "train_iters": N, "infer_iters": N}
+    {"case": "b1-28x28", "train_us": ..., "infer_us": ..., "train_cpu_us": ...,
+     "infer_cpu_us": ..., "train_iters": N, "infer_iters": N}
   - train_us: median wall time of one training step = zero_grad + forward + cross-entropy
     + backward + SGD step (lr 0.01, momentum as given, default 0 as in GUIDE's W1).
   - infer_us: median wall time of one forward pass in eval mode under torch.no_grad().
+  - train_cpu_us / infer_cpu_us: the same, measured as CPU time of the calling thread
+    (time.thread_time_ns; with one torch thread, forward and CPU backward both run on it).
+    Less sensitive to other processes on a busy machine than wall time, but not immune
+    (caches, frequency).
 Each timing is preceded by warm-up iterations (a tenth of the count, at least 5). The
 input is a fixed random tensor (values do not change the amount of work). Library
 versions and settings go to stderr. Other load on the machine inflates the numbers:
@@ -31,12 +36,14 @@ torch.set_num_interop_threads(1)
 def median_us(fn, iters):
     for _ in range(max(5, iters // 10)):
         fn()
-    ts = []
+    wall, cpu = [], []
     for _ in range(iters):
+        c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
         fn()
-        ts.append(time.perf_counter_ns() - t0)
-    return statistics.median(ts) / 1000.0
+        wall.append(time.perf_counter_ns() - t0)
+        cpu.append(time.thread_time_ns() - c0)
+    return statistics.median(wall) / 1000.0, statistics.median(cpu) / 1000.0
 
 
 def bench(name, batch, h, w, iters, momentum):
@@ -58,10 +65,11 @@ def bench(name, batch, h, w, iters, momentum):
             model(x)
 
     model.train()
-    train = median_us(train_step, iters)
+    train, train_cpu = median_us(train_step, iters)
     model.eval()
-    inf = median_us(infer, max(iters, 200))
+    inf, inf_cpu = median_us(infer, max(iters, 200))
     print(json.dumps({"case": name, "train_us": round(train, 1), "infer_us": round(inf, 1),
+                      "train_cpu_us": round(train_cpu, 1), "infer_cpu_us": round(inf_cpu, 1),
                       "train_iters": iters, "infer_iters": max(iters, 200)}), flush=True)
 
 

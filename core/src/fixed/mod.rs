@@ -60,6 +60,7 @@
 //! update whenever [`Scalar::DITHER`] is true.
 
 pub mod math;
+pub mod mul;
 
 use crate::scalar::Scalar;
 use core::fmt;
@@ -115,14 +116,25 @@ pub(crate) fn raise() {
 /// Clamps a wide value to the `i32` range, raising the flag when it clamps.
 #[inline(always)]
 pub(crate) fn sat_i32(v: i64) -> i32 {
-    if v > i32::MAX as i64 {
-        raise();
-        i32::MAX
-    } else if v < i32::MIN as i64 {
-        raise();
-        i32::MIN
+    // "Fits in i32" is "the high word is the sign of the low word": one compare on a
+    // 32-bit core, where two 64-bit range compares cost a dozen instructions.
+    let lo = v as i32;
+    if lo as i64 == v {
+        lo
     } else {
-        v as i32
+        saturate(v)
+    }
+}
+
+/// The rare path of [`sat_i32`].
+#[cold]
+#[inline(never)]
+fn saturate(v: i64) -> i32 {
+    raise();
+    if v > 0 {
+        i32::MAX
+    } else {
+        i32::MIN
     }
 }
 
@@ -135,12 +147,6 @@ pub(crate) fn round_shift(v: i64, shift: u32) -> i64 {
     (v >> shift) + (rem > half || (rem == half && v >= 0)) as i64
 }
 
-/// [`round_shift`] by 16 of a product of two `i32` (`|p| <= 2^62`, so adding the
-/// nudge cannot overflow): the multiply's fast path.
-#[inline(always)]
-fn round_product(p: i64) -> i64 {
-    (p + (1i64 << 15) - (p < 0) as i64) >> 16
-}
 
 /// A Q16.16 fixed-point number: the real value is `self.0 / 65536`.
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -255,7 +261,7 @@ impl Q16 {
     /// `E[result] = a * b` exactly and updates far below one LSB still move weights.
     #[inline]
     pub fn mul_stochastic(self, rhs: Q16, dither: u32) -> Q16 {
-        let p = self.0 as i64 * rhs.0 as i64;
+        let p = mul::wide(self.0, rhs.0);
         Q16(sat_i32((p + (dither & 0xFFFF) as i64) >> 16))
     }
 }
@@ -313,7 +319,7 @@ impl Mul for Q16 {
     type Output = Q16;
     #[inline(always)]
     fn mul(self, rhs: Q16) -> Q16 {
-        Q16(sat_i32(round_product(self.0 as i64 * rhs.0 as i64)))
+        Q16(sat_i32(mul::q16(self.0, rhs.0)))
     }
 }
 
@@ -331,7 +337,7 @@ impl Scalar for Q16 {
     }
     #[inline(always)]
     fn mac(acc: i64, a: Q16, b: Q16) -> i64 {
-        let p = a.0 as i64 * b.0 as i64;
+        let p = mul::wide(a.0, b.0);
         match acc.checked_add(p) {
             Some(v) => v,
             None => {

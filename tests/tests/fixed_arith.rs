@@ -166,10 +166,25 @@ fn stochastic_rounding_is_unbiased_and_moves_tiny_updates() {
 #[test]
 fn split_multiply_equals_native_multiply() {
     use torchlet::fixed::mul;
-    let edge = [0, 1, -1, 0x7FFF, 0x8000, 0xFFFF, 0x10000, -0x8000, -0x10000, i32::MAX, i32::MIN, i32::MIN + 1];
+    let edge = [
+        0,
+        1,
+        -1,
+        0x7FFF,
+        0x8000,
+        0xFFFF,
+        0x10000,
+        -0x8000,
+        -0x10000,
+        i32::MAX,
+        i32::MIN,
+        i32::MIN + 1,
+    ];
     let mut s = 0x9E37_79B9u64;
     let mut next = || {
-        s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         let r = (s >> 32) as i32;
         // Mix full-range values with small ones (typical weights and activations).
         if s & 1 == 0 {

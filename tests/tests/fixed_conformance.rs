@@ -43,7 +43,9 @@ fn every_golden_case_runs_in_q16_close_to_pytorch() {
         }
         match (&case.expected_error, &case.expected, &r.outcome, &r.error) {
             (Some(kind), _, _, Some(e)) if &e.kind == kind => {}
-            (Some(kind), _, _, _) => failures.push(format!("{}: expected {kind}, got {:?}", case.id, r.error)),
+            (Some(kind), _, _, _) => {
+                failures.push(format!("{}: expected {kind}, got {:?}", case.id, r.error))
+            }
             (None, Some(want), Some(got), _) => {
                 ran += 1;
                 if let Some(e) = close(&got.output, &want.output) {
@@ -61,7 +63,13 @@ fn every_golden_case_runs_in_q16_close_to_pytorch() {
         }
     }
     assert!(ran > 20, "only {ran} cases ran");
-    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), ran, failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        ran,
+        failures.join("\n")
+    );
 }
 
 #[test]

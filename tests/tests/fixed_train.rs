@@ -29,6 +29,11 @@ fn w1_in_q16_is_within_1_5_points_of_f32() {
     let (fa, qa) = (f.last().unwrap().accuracy, q.last().unwrap().accuracy);
     eprintln!("f32 {:.2}%  q16.16 {:.2}%", fa * 100.0, qa * 100.0);
     assert!(qa >= 0.85, "q16.16 held-out accuracy {:.2}%", qa * 100.0);
-    assert!(qa >= fa - 0.015, "q16.16 {:.2}% vs f32 {:.2}%", qa * 100.0, fa * 100.0);
+    assert!(
+        qa >= fa - 0.015,
+        "q16.16 {:.2}% vs f32 {:.2}%",
+        qa * 100.0,
+        fa * 100.0
+    );
     assert!(q.iter().all(|r| r.saturated_steps == 0), "{q:?}");
 }

@@ -58,6 +58,16 @@
 //! expectation and the run stays reproducible (the generator's seed is part of the
 //! optimizer). [`Sgd`](crate::optim::Sgd) uses it for the momentum decay and the
 //! update whenever [`Scalar::DITHER`] is true.
+//!
+//! Activation gradients vanish the same way inside backward: in W1 the gradient behind
+//! the global average pool is about `1 / (batch * 49)` of the loss gradient, a few LSB.
+//! **Loss scaling** fixes that: seed `backward_with` with `2^8` instead of 1 and let
+//! [`Sgd::with_grad_scale`](crate::optim::Sgd::with_grad_scale) divide the gradients by
+//! it again (stochastically rounded, so nothing is lost in expectation).
+//!
+//! # Cost
+//! [`mul`] builds the 64-bit product from four 16 x 16 multiplies on ARM (Cortex-M0 has
+//! no 32 x 32 -> 64 multiply), with results equal bit for bit to the native form.
 
 pub mod math;
 pub mod mul;
@@ -146,7 +156,6 @@ pub(crate) fn round_shift(v: i64, shift: u32) -> i64 {
     let rem = v & ((half << 1) - 1);
     (v >> shift) + (rem > half || (rem == half && v >= 0)) as i64
 }
-
 
 /// A Q16.16 fixed-point number: the real value is `self.0 / 65536`.
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -25,8 +25,8 @@ pub fn q16_split(a: i32, b: i32) -> i64 {
     let (ah, al) = (a >> 16, a & 0xFFFF);
     let (bh, bl) = (b >> 16, b & 0xFFFF);
     let ll = (al as u32) * (bl as u32); // <= 2^32 - 2^17 + 1: the nudge cannot carry out
-    // The product is negative only when the signs differ (if either is 0, ll is 0 and
-    // the nudge rounds to 0 either way).
+                                        // The product is negative only when the signs differ (if either is 0, ll is 0 and
+                                        // the nudge rounds to 0 either way).
     let neg = ((a ^ b) < 0) as u32;
     let low = ((ll + 0x8000 - neg) >> 16) as i64;
     (((ah * bh) as i64) << 16) + (ah * bl) as i64 + (al * bh) as i64 + low

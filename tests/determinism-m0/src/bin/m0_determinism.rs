@@ -14,7 +14,11 @@ fn main() -> ! {
     match run(&mut arena) {
         Ok(o) => {
             semihosting::println!("DETERMINISM_HASH {:016x}", o.hash);
-            semihosting::println!("saturated steps {}, last loss raw {}", o.saturated_steps, o.last_loss);
+            semihosting::println!(
+                "saturated steps {}, last loss raw {}",
+                o.saturated_steps,
+                o.last_loss
+            );
             exit(if o.saturated_steps == 0 { 0 } else { 1 })
         }
         Err(e) => {

@@ -98,7 +98,10 @@ fn main() -> ! {
 
     let (mut xf, mut wf, mut yf) = ([0f32; 8 * 100], [0f32; 16 * 8 * 9], [0f32; 16 * 64]);
     let (mut xq, mut wq, mut yq) = ([Q16(0); 8 * 100], [Q16(0); 16 * 8 * 9], [Q16(0); 16 * 64]);
-    semihosting::println!("conv 8->16 3x3 on 10x10 (no padding), {} MACs per pass, thumbv6m", MACS);
+    semihosting::println!(
+        "conv 8->16 3x3 on 10x10 (no padding), {} MACs per pass, thumbv6m",
+        MACS
+    );
     let f = per_mac(&mut xf, &mut wf, &mut yf);
     let q = per_mac(&mut xq, &mut wq, &mut yq);
     show("f32", f);

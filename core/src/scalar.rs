@@ -69,6 +69,18 @@ pub trait Scalar:
     /// Whether the value is finite (always true for fixed point).
     fn is_finite(self) -> bool;
 
+    /// Whether [`Scalar::mul_dithered`] rounds stochastically (fixed point), so the
+    /// optimizers draw random bits for it only when they matter.
+    const DITHER: bool = false;
+    /// `self * rhs`, where a type may use `dither` (uniform random bits) to round
+    /// stochastically so that products below one unit in the last place do not vanish
+    /// (SGD updates in fixed point). The default ignores `dither`.
+    #[inline(always)]
+    fn mul_dithered(self, rhs: Self, dither: u32) -> Self {
+        let _ = dither;
+        self * rhs
+    }
+
     // ---- kernel hooks ------------------------------------------------------------
     // The ops call the hot kernels through these, so a type can replace the plain
     // generic kernels with specialised ones (SIMD for f32) without touching the ops.

@@ -74,6 +74,8 @@ pub use arena::Arena;
 pub use error::{Error, Result};
 pub use graph::{Graph, Tensor};
 pub use ops::conv::Conv2dParams;
+pub use ops::interpolate::InterpMode;
+pub use ops::pad::{PadMode, PadParams};
 pub use ops::pool::Pool2dParams;
 pub use scalar::Scalar;
 pub use shape::{Shape, MAX_RANK};

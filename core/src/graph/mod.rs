@@ -436,6 +436,8 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             Op::Reshape { x } => self.reshape_backward(i, x),
             Op::CrossEntropy { logits } => self.cross_entropy_backward(i, logits),
             Op::MseLoss { x, t } => self.mse_loss_backward(i, x, t),
+            Op::Pad { x, p } => self.pad_backward(i, x, p),
+            Op::Interpolate { x, mode } => self.interpolate_backward(i, x, mode),
         }
     }
 

@@ -3,6 +3,8 @@
 
 use crate::arena::Span;
 use crate::ops::conv::Conv2dParams;
+use crate::ops::interpolate::InterpMode;
+use crate::ops::pad::PadParams;
 use crate::ops::pool::Pool2dParams;
 use crate::shape::Shape;
 
@@ -68,6 +70,14 @@ pub(crate) enum Op {
         x: NodeId,
         t: NodeId,
     },
+    Pad {
+        x: NodeId,
+        p: PadParams,
+    },
+    Interpolate {
+        x: NodeId,
+        mode: InterpMode,
+    },
 }
 
 impl Op {
@@ -89,6 +99,8 @@ impl Op {
             Op::Reshape { .. } => "reshape",
             Op::CrossEntropy { .. } => "cross_entropy",
             Op::MseLoss { .. } => "mse_loss",
+            Op::Pad { .. } => "pad",
+            Op::Interpolate { .. } => "interpolate",
         }
     }
 }

@@ -8,7 +8,9 @@
 pub mod conv;
 pub mod elementwise;
 pub mod linear;
+pub mod pad;
 pub mod pool;
+pub mod resize;
 
 use crate::scalar::Scalar;
 

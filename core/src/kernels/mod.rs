@@ -5,6 +5,7 @@
 //! the inner loops are contiguous rows (axpy and dot) so that they vectorise, and a
 //! target-specific version can replace one without touching the tape.
 
+pub mod compact;
 pub mod conv;
 pub mod elementwise;
 pub mod linear;

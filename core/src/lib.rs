@@ -76,15 +76,17 @@ mod graph;
 mod scalar;
 mod shape;
 
+pub mod data;
 pub mod init;
 pub mod kernels;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod plan;
 
 pub use arena::Arena;
 pub use error::{Error, Result};
-pub use graph::{Graph, Tensor};
+pub use graph::{Graph, Tensor, TraceEvent, TraceFn};
 pub use ops::conv::Conv2dParams;
 pub use ops::interpolate::InterpMode;
 pub use ops::pad::{PadMode, PadParams};

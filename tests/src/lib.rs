@@ -5,3 +5,4 @@
 pub mod conformance;
 pub mod digits;
 pub mod train;
+pub mod varsize;

@@ -51,12 +51,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// Nodes sharing node `k`'s data span (itself, its views, inputs taken over in place).
-    fn sharers(&self, k: usize) -> impl Iterator<Item = usize> + '_ {
+    fn all_sharers(&self, k: usize, pred: impl Fn(usize) -> bool) -> bool {
         let d = self.nodes[k].data;
-        (self.n_params..self.nodes.len()).filter(move |&m| {
-            let s = self.nodes[m].data;
-            s.len > 0 && s.off == d.off
-        })
+        (self.n_params..self.nodes.len())
+            .filter(|&m| {
+                let s = self.nodes[m].data;
+                s.len > 0 && s.off == d.off
+            })
+            .all(pred)
     }
 
     /// Whether node `k`'s data may be overwritten in place: not a view, and no other
@@ -66,8 +68,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if n.view || n.data.off >= self.arena.mark() {
             return false;
         }
-        self.sharers(k)
-            .all(|m| !self.data_needed(m) && (m == k || self.nodes[m].dropped))
+        self.all_sharers(k, |m| !self.data_needed(m) && (m == k || self.nodes[m].dropped))
     }
 
     /// Reclaims the data span node `k` shares with others once every sharer is dropped
@@ -77,9 +78,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if d.len == 0 || k < self.n_params || d.end() > self.arena.mark() {
             return;
         }
-        let free = self
-            .sharers(k)
-            .all(|m| self.nodes[m].dropped && !self.data_needed(m));
+        let free = self.all_sharers(k, |m| self.nodes[m].dropped && !self.data_needed(m));
         if free {
             self.reclaim(d);
         }

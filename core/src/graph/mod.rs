@@ -15,8 +15,10 @@
 mod backward;
 mod memory;
 mod node;
+mod trace;
 
 pub(crate) use node::{Node, NodeId, Op};
+pub use trace::{TraceEvent, TraceFn};
 
 use crate::arena::{Arena, Span};
 use crate::error::{Error, Result};
@@ -43,6 +45,8 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     grad_enabled: bool,
     /// Fused SGD: the learning rate applied by backward (see [`Graph::set_fused_sgd`]).
     fused_lr: Option<f32>,
+    /// The shape-trace callback, if any.
+    trace: Option<TraceFn<'a>>,
 }
 
 impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
@@ -54,11 +58,11 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// A graph that computes nothing and only plans: shapes and arena bytes, for an
     /// arena of `capacity_bytes` (pass `usize::MAX` to ask "how much?" rather than
     /// "does it fit?").
-    pub fn meta(capacity_bytes: usize) -> Graph<'static, S, N> {
+    pub fn meta(capacity_bytes: usize) -> Self {
         Graph::with_arena(Arena::meta(capacity_bytes / core::mem::size_of::<S>()))
     }
 
-    fn with_arena(arena: Arena<'_, S>) -> Graph<'_, S, N> {
+    fn with_arena(arena: Arena<'a, S>) -> Self {
         Graph {
             arena,
             nodes: heapless::Vec::new(),
@@ -66,6 +70,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             gen: 1,
             grad_enabled: true,
             fused_lr: None,
+            trace: None,
         }
     }
 
@@ -319,7 +324,9 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
                 return Err(e);
             }
         };
-        self.push_node(Node::new(shape, data, op, requires_grad, saved))
+        let t = self.push_node(Node::new(shape, data, op, requires_grad, saved))?;
+        self.trace_last(data.len + saved.len);
+        Ok(t)
     }
 
     /// Appends a record whose data span was chosen by the caller (views).

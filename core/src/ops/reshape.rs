@@ -30,7 +30,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         };
         let mut node = Node::new(shape, xn.data, op, rg, crate::arena::Span::EMPTY);
         node.view = true;
-        self.push_node(node)
+        let t = self.push_node(node)?;
+        self.trace_last(0);
+        Ok(t)
     }
 
     /// Merges dimensions `start_dim..` into one (`torch.flatten(x, start_dim)`).

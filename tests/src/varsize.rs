@@ -22,6 +22,7 @@ pub fn w1_plan(fused: bool, batch: usize, h: usize, w: usize) -> Result<Plan> {
 type Setup = fn(&mut Graph<'static, f32, TAPE>) -> Result<Sequential<12>>;
 
 /// A planner for W1 at a fixed batch.
+#[allow(clippy::type_complexity)]
 pub fn w1_planner(
     fused: bool,
     batch: usize,

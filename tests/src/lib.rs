@@ -6,3 +6,4 @@ pub mod conformance;
 pub mod digits;
 pub mod train;
 pub mod varsize;
+pub mod varsize_train;

@@ -106,6 +106,9 @@ impl Sgd {
         let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();
         let buf = g.arena_mut().whole_mut();
         for (d, gr) in params {
+            if gr.len != d.len {
+                continue; // fused SGD mode: no gradient buffer
+            }
             for j in 0..d.len {
                 let p = buf[d.off + j];
                 let r = if S::DITHER { rng.next_u64() } else { 0 };

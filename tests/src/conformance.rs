@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Scalar, Tensor, Q16};
+use torchlet::{Conv2dParams, Error, Graph, InterpMode, PadMode, PadParams, Pool2dParams, Scalar, Tensor, Q16};
 
 /// Tape capacity used for single-op cases.
 const TAPE: usize = 16;
@@ -303,9 +303,52 @@ fn record<S: DoorScalar, const N: usize>(
             }
             g.cross_entropy(need("input")?, &classes)?
         }
+        "pad" => g.pad(need("input")?, pad_params(p)?)?,
+        "interpolate" => {
+            let size = pair(p, "size", 0)?;
+            let mode = match p.get("mode").and_then(Value::as_str).unwrap_or("nearest") {
+                "nearest" => InterpMode::Nearest,
+                "bilinear" => InterpMode::Bilinear {
+                    align_corners: flag(p, "align_corners", false)?,
+                },
+                _ => {
+                    return Err(Error::Unsupported {
+                        op: "interpolate mode",
+                    })
+                }
+            };
+            g.interpolate(need("input")?, size, mode)?
+        }
         _ => return Err(Error::Unsupported { op: "unknown op" }),
     };
     Ok((out, leaves))
+}
+
+/// `pad` params: `[left, right, top, bottom]` (negative crops), mode, value.
+fn pad_params(p: &Map<String, Value>) -> Result<PadParams, Error> {
+    let list = p
+        .get("pad")
+        .and_then(Value::as_array)
+        .filter(|a| a.len() == 4)
+        .ok_or(bad("pad must be [left, right, top, bottom]"))?;
+    let mut pad = [0isize; 4];
+    for (d, v) in pad.iter_mut().zip(list) {
+        *d = v
+            .as_i64()
+            .and_then(|v| isize::try_from(v).ok())
+            .ok_or(bad("pad entries must be integers"))?;
+    }
+    let mode = match p.get("mode").and_then(Value::as_str).unwrap_or("constant") {
+        "constant" => PadMode::Constant,
+        "reflect" => PadMode::Reflect,
+        "replicate" => PadMode::Replicate,
+        _ => return Err(Error::Unsupported { op: "pad mode" }),
+    };
+    Ok(PadParams {
+        pad,
+        mode,
+        value: real(p, "value", 0.0)? as f32,
+    })
 }
 
 fn uint(p: &Map<String, Value>, key: &str, default: usize) -> Result<usize, Error> {

@@ -5,3 +5,5 @@
 pub mod conformance;
 pub mod digits;
 pub mod train;
+pub mod varsize;
+pub mod varsize_train;

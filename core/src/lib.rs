@@ -19,7 +19,8 @@
 //!   code may branch on the input size.
 //! - **Meta execution.** [`Graph::meta`] runs the same step code without data and tells
 //!   the exact arena bytes a real step needs.
-//! - **Numbers.** Everything is generic over [`Scalar`]; `f32` is provided.
+//! - **Numbers.** Everything is generic over [`Scalar`]; `f32` and the Q16.16 fixed-point
+//!   [`Q16`] (integer-only, bit-identical on every target: see [`fixed`]) are provided.
 //!
 //! # The no-panic contract
 //! Every public function that takes shapes, sizes, parameters or data returns
@@ -64,6 +65,7 @@ mod graph;
 mod scalar;
 mod shape;
 
+pub mod fixed;
 pub mod init;
 pub mod kernels;
 pub mod nn;
@@ -72,6 +74,7 @@ pub mod optim;
 
 pub use arena::Arena;
 pub use error::{Error, Result};
+pub use fixed::Q16;
 pub use graph::{Graph, Tensor};
 pub use ops::conv::Conv2dParams;
 pub use ops::pool::Pool2dParams;

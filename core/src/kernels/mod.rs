@@ -7,6 +7,7 @@
 
 pub mod conv;
 pub mod elementwise;
+pub mod fast_f32;
 pub mod linear;
 pub mod pool;
 

@@ -41,18 +41,11 @@ fail=0
         printf '%-14s %-22s %9d %9d %12s %10s  %s\n' "$name" "$target" "$flash" "$ram" "$fbud" "$rbud" "$verdict"
     done
     echo
-    echo "# Engine code, without weights or sample data:"
-    elf=target/thumbv7em-none-eabihf/release/w1_step
-    code=$("$size" -A "$elf" | awk '$1==".text"{print $2}')
-    ro=$("$size" -A "$elf" | awk '$1==".rodata"{print $2}')
-    echo "w1_step (engine + boot + defmt, trains W1, no assets): .text $code bytes, .rodata $ro bytes"
-    for name in w1_step finetune; do
-        elf="target/thumbv7em-none-eabihf/release/$name"
-        eng=$("$nm" -S -C --radix=d "$elf" | awk 'tolower($3) ~ /^[tr]$/ {
-            n = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", n)
-            if (n ~ /^(<?torchlet::|<f32 as torchlet|libm::)/) s += $2 + 0
-        } END {print s + 0}')
-        echo "$name: symbols of torchlet and libm (after LTO inlining; a lower bound): $eng bytes"
+    echo "# Engine code, without weights or sample data: w1_step (trains W1: engine + boot +"
+    echo "# defmt + exit) minus fault (the same boot, defmt and exit, no engine)."
+    sec() { "$size" -A "target/thumbv7em-none-eabihf/release/$1" | awk -v s="$2" '$1==s{print $2}'; }
+    for s in .text .rodata; do
+        echo "$s: w1_step $(sec w1_step $s), fault $(sec fault $s), engine $(( $(sec w1_step $s) - $(sec fault $s) )) bytes"
     done
 } | tee "$out"
 exit "$fail"

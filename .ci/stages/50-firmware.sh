@@ -47,9 +47,11 @@ expect() {
     grep -Eq "$2" "target/qemu-$1.log" || { echo "FAIL: $1: no line matching '$2'" >&2; exit 1; }
 }
 
-echo "--- w1_step: one W1 training step at 28x28 (M4F, mps2-an386)"
+echo "--- w1_step: one W1 training step per W1 case (M4F, mps2-an386)"
 run_bin w1_step
-expect w1_step 'step loss [0-9.]+, [0-9]+ instructions'
+expect w1_step 'step batch 1 28x28: loss [0-9.]+, [0-9]+ instructions .*high-water [0-9]+ bytes \(plan [0-9]+\)'
+expect w1_step 'step batch 1 12x20: loss [0-9.]+, [0-9]+ instructions'
+expect w1_step 'batch 32 28x28 not run: the planner says it does not fit the [0-9]+-byte arena: arena exhausted'
 expect w1_step 'PASS w1_step'
 
 echo "--- finetune: on-device fine-tuning on cropped digits (M4F)"

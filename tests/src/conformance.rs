@@ -197,7 +197,13 @@ fn record<const N: usize>(g: &mut Graph<'_, f32, N>, case: &Case) -> Result<(Ten
     for name in float_inputs(&case.op) {
         inputs.insert(name, t(name)?);
     }
-    let need = |n: &'static str| inputs.get(n).copied().flatten().ok_or(bad("missing input tensor"));
+    let need = |n: &'static str| {
+        inputs
+            .get(n)
+            .copied()
+            .flatten()
+            .ok_or(bad("missing input tensor"))
+    };
     let p = &case.params;
     let out = match case.op.as_str() {
         "conv2d" => {
@@ -283,7 +289,9 @@ fn pair(p: &Map<String, Value>, key: &str, default: usize) -> Result<[usize; 2],
             };
             Ok([one(&a[0])?, one(&a[1])?])
         }
-        Some(Value::Array(a)) if a.len() == 1 => pair(&Map::from_iter([(key.to_string(), a[0].clone())]), key, default),
+        Some(Value::Array(a)) if a.len() == 1 => {
+            pair(&Map::from_iter([(key.to_string(), a[0].clone())]), key, default)
+        }
         Some(v) => {
             let u = v
                 .as_u64()

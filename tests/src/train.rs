@@ -68,14 +68,20 @@ fn d0(batch: &[&Digit]) -> (usize, usize) {
 }
 
 /// Held-out accuracy of a model, evaluated one digit at a time (sizes may differ).
-pub fn accuracy<const N: usize>(g: &mut Graph<'_, f32, N>, model: &Sequential<12>, test: &[Digit]) -> Result<f32, Error> {
+pub fn accuracy<const N: usize>(
+    g: &mut Graph<'_, f32, N>,
+    model: &Sequential<12>,
+    test: &[Digit],
+) -> Result<f32, Error> {
     let mut correct = 0usize;
     g.set_grad_enabled(false);
     for d in test {
         let x = g.input_with(&[1, 1, d.h, d.w], |dst| fill(dst, &[d]))?;
         let logits = model.forward(g, x)?;
         let row = g.data(logits)?;
-        let best = (0..row.len()).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0);
+        let best = (0..row.len())
+            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+            .unwrap_or(0);
         correct += (best == d.label as usize) as usize;
         g.end_step();
     }

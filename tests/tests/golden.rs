@@ -21,7 +21,11 @@ fn close(id: &str, what: &str, got: &JsonTensor, want: &JsonTensor) -> Result<()
         }
     }
     if got.data.len() != want.data.len() {
-        return Err(format!("{id} {what}: {} values != {}", got.data.len(), want.data.len()));
+        return Err(format!(
+            "{id} {what}: {} values != {}",
+            got.data.len(),
+            want.data.len()
+        ));
     }
     Ok(())
 }
@@ -36,7 +40,9 @@ fn every_op_matches_pytorch() {
         ops.insert(case.op.clone());
         match (&case.expected_error, &case.expected, &r.outcome, &r.error) {
             (Some(kind), _, _, Some(e)) if &e.kind == kind => {}
-            (Some(kind), _, _, _) => failures.push(format!("{}: expected error {kind}, got {:?}", case.id, r.error)),
+            (Some(kind), _, _, _) => {
+                failures.push(format!("{}: expected error {kind}, got {:?}", case.id, r.error))
+            }
             (None, Some(want), Some(got), _) => {
                 if let Err(e) = close(&case.id, "output", &got.output, &want.output) {
                     failures.push(e);
@@ -55,10 +61,28 @@ fn every_op_matches_pytorch() {
             (None, _, _, err) => failures.push(format!("{}: failed with {err:?}", case.id)),
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        cases.cases.len(),
+        failures.join("\n")
+    );
     for op in [
-        "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "linear", "relu", "leaky_relu",
-        "sigmoid", "tanh", "add", "mul", "flatten", "cross_entropy", "mse_loss",
+        "conv2d",
+        "max_pool2d",
+        "avg_pool2d",
+        "adaptive_avg_pool2d",
+        "linear",
+        "relu",
+        "leaky_relu",
+        "sigmoid",
+        "tanh",
+        "add",
+        "mul",
+        "flatten",
+        "cross_entropy",
+        "mse_loss",
     ] {
         assert!(ops.contains(op), "no golden case for {op}");
     }

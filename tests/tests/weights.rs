@@ -58,7 +58,10 @@ fn w1_size_is_exact_and_documented() {
     let name_bytes: usize = io::DIGITS_FCN_NAMES.iter().map(|n| n.len()).sum();
     assert!(named >= 25_036 + name_bytes && named < 25_036 + name_bytes + 8 * 4);
     let mut small = vec![0u8; 25_035];
-    assert!(matches!(io::save(&g, &mut small), Err(Error::ShapeMismatch { expected: 25_036, .. })));
+    assert!(matches!(
+        io::save(&g, &mut small),
+        Err(Error::ShapeMismatch { expected: 25_036, .. })
+    ));
 }
 
 #[test]
@@ -95,11 +98,17 @@ fn header_fields_sit_where_the_docs_say() {
     assert_eq!(&b[0..4], b"TLWT");
     assert_eq!(u16::from_le_bytes([b[4], b[5]]), 1);
     assert_eq!(&b[8..16], b"f32\0\0\0\0\0");
-    assert_eq!(u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize, b.len());
+    assert_eq!(
+        u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize,
+        b.len()
+    );
     assert_eq!(u32::from_le_bytes(b[20..24].try_into().unwrap()), 8);
     // First record: index 0, rank 4, no name, dims [8, 1, 3, 3], then the values.
     assert_eq!(&b[24..32], &[0, 0, 0, 0, 4, 0, 0, 0]);
-    let dims: Vec<u32> = b[32..48].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let dims: Vec<u32> = b[32..48]
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     assert_eq!(dims, [8, 1, 3, 3]);
     let mut arena = vec![0.0f32; 16 * 1024];
     let g = w1(&mut arena, 3);
@@ -114,7 +123,9 @@ fn bad_magic() {
     let mut b = saved(1);
     b[0] = b'X';
     expect_refused(&b, |e| *e == Error::Corrupt { what: io::BAD_MAGIC });
-    expect_refused(b"PK\x03\x04 a zip file", |e| *e == Error::Corrupt { what: io::BAD_MAGIC });
+    expect_refused(b"PK\x03\x04 a zip file", |e| {
+        *e == Error::Corrupt { what: io::BAD_MAGIC }
+    });
 }
 
 #[test]
@@ -132,7 +143,10 @@ fn unknown_version_and_flags() {
     let mut b = saved(1);
     b[6] = 1;
     fix_crc(&mut b);
-    expect_refused(&b, |e| matches!(e, Error::InvalidParam { what, value: 1, .. } if *what == io::UNKNOWN_FLAGS));
+    expect_refused(
+        &b,
+        |e| matches!(e, Error::InvalidParam { what, value: 1, .. } if *what == io::UNKNOWN_FLAGS),
+    );
 }
 
 #[test]
@@ -144,7 +158,11 @@ fn wrong_scalar_type() {
     let mut b = saved(1);
     b[8..16].copy_from_slice(b"f32\0\0\0\0x");
     fix_crc(&mut b);
-    expect_refused(&b, |e| *e == Error::Corrupt { what: io::BAD_SCALAR_FIELD });
+    expect_refused(&b, |e| {
+        *e == Error::Corrupt {
+            what: io::BAD_SCALAR_FIELD,
+        }
+    });
 }
 
 #[test]
@@ -152,7 +170,8 @@ fn every_truncation_is_refused() {
     let b = saved(1);
     for n in 0..b.len() {
         expect_refused(&b[..n], |e| {
-            *e == Error::Corrupt { what: io::TRUNCATED } || (n < 4 && *e == Error::Corrupt { what: io::BAD_MAGIC })
+            *e == Error::Corrupt { what: io::TRUNCATED }
+                || (n < 4 && *e == Error::Corrupt { what: io::BAD_MAGIC })
         });
     }
     let mut longer = b.clone();
@@ -174,7 +193,10 @@ fn a_bit_flip_in_every_byte_is_refused() {
         let bits = if i < 64 { 0..8 } else { i % 8..i % 8 + 1 };
         for bit in bits {
             flipped[i] ^= 1 << bit;
-            assert!(io::load(&mut g, &flipped).is_err(), "flip of byte {i} bit {bit} accepted");
+            assert!(
+                io::load(&mut g, &flipped).is_err(),
+                "flip of byte {i} bit {bit} accepted"
+            );
             flipped[i] ^= 1 << bit;
         }
     }
@@ -186,7 +208,11 @@ fn checksum_mismatch() {
     let mut b = saved(1);
     let mid = b.len() / 2;
     b[mid] ^= 0x40;
-    expect_refused(&b, |e| *e == Error::Corrupt { what: io::BAD_CHECKSUM });
+    expect_refused(&b, |e| {
+        *e == Error::Corrupt {
+            what: io::BAD_CHECKSUM,
+        }
+    });
 }
 
 #[test]
@@ -194,7 +220,16 @@ fn shape_mismatch_with_the_model() {
     // A model whose third parameter is [16, 8, 5, 5] instead of [16, 8, 3, 3].
     let mut arena = vec![0.0f32; 32 * 1024];
     let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
-    for dims in [&[8, 1, 3, 3][..], &[8], &[16, 8, 5, 5], &[16], &[32, 16, 3, 3], &[32], &[10, 32], &[10]] {
+    for dims in [
+        &[8, 1, 3, 3][..],
+        &[8],
+        &[16, 8, 5, 5],
+        &[16],
+        &[32, 16, 3, 3],
+        &[32],
+        &[10, 32],
+        &[10],
+    ] {
         g.param(dims).unwrap();
     }
     let mut b = vec![0u8; io::saved_len(&g).unwrap()];
@@ -214,15 +249,42 @@ fn shape_mismatch_with_the_model() {
     g.param(&[8, 1, 3, 3]).unwrap();
     let mut b = vec![0u8; io::saved_len(&g).unwrap()];
     io::save(&g, &mut b).unwrap();
-    expect_refused(&b, |e| matches!(e, Error::ShapeMismatch { expected: 8, found: 1, .. }));
+    expect_refused(&b, |e| {
+        matches!(
+            e,
+            Error::ShapeMismatch {
+                expected: 8,
+                found: 1,
+                ..
+            }
+        )
+    });
     // A rank that differs.
     let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
-    for dims in [&[72][..], &[8], &[16, 8, 3, 3], &[16], &[32, 16, 3, 3], &[32], &[10, 32], &[10]] {
+    for dims in [
+        &[72][..],
+        &[8],
+        &[16, 8, 3, 3],
+        &[16],
+        &[32, 16, 3, 3],
+        &[32],
+        &[10, 32],
+        &[10],
+    ] {
         g.param(dims).unwrap();
     }
     let mut b = vec![0u8; io::saved_len(&g).unwrap()];
     io::save(&g, &mut b).unwrap();
-    expect_refused(&b, |e| matches!(e, Error::ShapeMismatch { expected: 4, found: 1, .. }));
+    expect_refused(&b, |e| {
+        matches!(
+            e,
+            Error::ShapeMismatch {
+                expected: 4,
+                found: 1,
+                ..
+            }
+        )
+    });
 }
 
 #[test]
@@ -251,5 +313,8 @@ fn meta_graphs_neither_save_nor_load() {
     assert_eq!(io::saved_len(&g).unwrap(), 25_036);
     let mut out = vec![0u8; 25_036];
     assert!(matches!(io::save(&g, &mut out), Err(Error::InvalidState { .. })));
-    assert!(matches!(io::load(&mut g, &saved(1)), Err(Error::InvalidState { .. })));
+    assert!(matches!(
+        io::load(&mut g, &saved(1)),
+        Err(Error::InvalidState { .. })
+    ));
 }

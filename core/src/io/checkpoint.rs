@@ -205,8 +205,11 @@ impl<F: NorFlash> AbCheckpoint<F> {
         if !self.payload_checks(slot, len)? {
             return Err(flash_err("checkpoint: read-back of the written weights differs"));
         }
+        // Only the 16 meaningful bytes (rounded up to the write size): the save is
+        // committed exactly when the last of them is on flash.
+        let commit = 16usize.div_ceil(F::WRITE_SIZE) * F::WRITE_SIZE;
         self.flash
-            .write(start, &header)
+            .write(start, &header[..commit])
             .map_err(|_| flash_err("checkpoint: flash write failed"))?;
         Ok(SlotInfo { slot, seq, len })
     }

@@ -43,7 +43,7 @@
 //! | ... | 0 ..= 3 | zero padding to a multiple of 4 |
 //! | ... | 4 × numel | values, each the `u32` of `Scalar::to_bits` (`f32`: IEEE bits) |
 //!
-//! W1 ([`crate::nn::digits_fcn`], 6,218 parameters) is 25,148 bytes without names.
+//! W1 ([`crate::nn::digits_fcn`], 6,218 parameters) is 25,036 bytes without names.
 //!
 //! # Errors (each leaves the model untouched)
 //!

@@ -4,4 +4,5 @@
 
 pub mod conformance;
 pub mod digits;
+pub mod safetensors;
 pub mod train;

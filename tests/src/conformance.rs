@@ -10,6 +10,9 @@ use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Tensor};
 /// Tape capacity used for single-op cases.
 const TAPE: usize = 16;
 
+/// The largest arena a case may plan for (a huge shape is an error, not an abort).
+const MAX_CASE_BYTES: usize = 256 << 20;
+
 /// A tensor as JSON: row-major data with its shape.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct JsonTensor {
@@ -130,7 +133,7 @@ fn float_inputs(op: &str) -> &'static [&'static str] {
 /// Runs a case in f32: a meta pass sizes the arena exactly, then the real pass runs
 /// in an arena of that size.
 pub fn run_f32(case: &Case) -> Result<Outcome, Error> {
-    let mut meta: Graph<f32, TAPE> = Graph::meta(usize::MAX);
+    let mut meta: Graph<f32, TAPE> = Graph::meta(MAX_CASE_BYTES);
     let (out, leaves) = record(&mut meta, case)?;
     if !leaves.is_empty() {
         meta.backward_with(out, &[])?;

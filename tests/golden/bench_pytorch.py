@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""PyTorch eager CPU baseline timings for workload W1 (GUIDE.md), one thread.
+
+    python3 tests/golden/bench_pytorch.py [--iters 200] [--iters-b32 20] [--momentum 0.0]
+
+For each W1 case, prints one JSON line on stdout:
+    {"case": "b1-28x28", "train_us": ..., "infer_us": ..., "train_cpu_us": ...,
+     "infer_cpu_us": ..., "train_iters": N, "infer_iters": N}
+  - train_us: median wall time of one training step = zero_grad + forward + cross-entropy
+    + backward + SGD step (lr 0.01, momentum as given, default 0 as in GUIDE's W1).
+  - infer_us: median wall time of one forward pass in eval mode under torch.no_grad().
+  - train_cpu_us / infer_cpu_us: the same, measured as CPU time of the calling thread
+    (time.thread_time_ns; with one torch thread, forward and CPU backward both run on it).
+    Less sensitive to other processes on a busy machine than wall time, but not immune
+    (caches, frequency).
+Each timing is preceded by warm-up iterations (a tenth of the count, at least 5). The
+input is a fixed random tensor (values do not change the amount of work). Library
+versions and settings go to stderr. Other load on the machine inflates the numbers:
+compare with the engine side by side in the same run, never against stored numbers.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from w1_reference import w1
+
+torch.set_num_threads(1)
+torch.set_num_interop_threads(1)
+
+
+def median_us(fn, iters):
+    for _ in range(max(5, iters // 10)):
+        fn()
+    wall, cpu = [], []
+    for _ in range(iters):
+        c0 = time.thread_time_ns()
+        t0 = time.perf_counter_ns()
+        fn()
+        wall.append(time.perf_counter_ns() - t0)
+        cpu.append(time.thread_time_ns() - c0)
+    return statistics.median(wall) / 1000.0, statistics.median(cpu) / 1000.0
+
+
+def bench(name, batch, h, w, iters, momentum):
+    torch.manual_seed(0)
+    model = w1()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=momentum)
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(batch, 1, h, w, generator=g)
+    y = torch.randint(0, 10, (batch,), generator=g)
+
+    def train_step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    def infer():
+        with torch.no_grad():
+            model(x)
+
+    model.train()
+    train, train_cpu = median_us(train_step, iters)
+    model.eval()
+    inf, inf_cpu = median_us(infer, max(iters, 200))
+    print(json.dumps({"case": name, "train_us": round(train, 1), "infer_us": round(inf, 1),
+                      "train_cpu_us": round(train_cpu, 1), "infer_cpu_us": round(inf_cpu, 1),
+                      "train_iters": iters, "infer_iters": max(iters, 200)}), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--iters-b32", type=int, default=20)
+    ap.add_argument("--momentum", type=float, default=0.0)
+    a = ap.parse_args()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"SGD lr 0.01 momentum {a.momentum}", file=sys.stderr)
+    bench("b1-28x28", 1, 28, 28, a.iters, a.momentum)
+    bench("b32-28x28", 32, 28, 28, a.iters_b32, a.momentum)
+    bench("b1-12x20", 1, 12, 20, a.iters, a.momentum)
+
+
+if __name__ == "__main__":
+    main()

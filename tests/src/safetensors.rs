@@ -12,7 +12,7 @@
 //! - [`import`] checks every name and shape before writing any parameter, so a
 //!   missing or misshapen tensor leaves the model untouched.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use torchlet::io::{Weights, DIGITS_FCN_NAMES};
@@ -28,7 +28,7 @@ pub struct StTensor {
 }
 
 /// The header entry of one tensor (field order as the Python library writes it).
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Entry {
     dtype: String,
     shape: Vec<usize>,
@@ -45,9 +45,14 @@ pub fn parse(bytes: &[u8]) -> Result<BTreeMap<String, StTensor>, String> {
         .ok()
         .and_then(|n| n.checked_add(8))
         .filter(|&end| end <= bytes.len())
-        .ok_or_else(|| format!("safetensors: header length {n} runs past the file ({} bytes)", bytes.len()))?;
-    let header: Map<String, Value> =
-        serde_json::from_slice(&bytes[8..body_start]).map_err(|e| format!("safetensors: header is not JSON: {e}"))?;
+        .ok_or_else(|| {
+            format!(
+                "safetensors: header length {n} runs past the file ({} bytes)",
+                bytes.len()
+            )
+        })?;
+    let header: Map<String, Value> = serde_json::from_slice(&bytes[8..body_start])
+        .map_err(|e| format!("safetensors: header is not JSON: {e}"))?;
     let buffer = &bytes[body_start..];
     let mut out = BTreeMap::new();
     let mut spans = Vec::new();
@@ -55,10 +60,13 @@ pub fn parse(bytes: &[u8]) -> Result<BTreeMap<String, StTensor>, String> {
         if name == "__metadata__" {
             continue;
         }
-        let e: Entry =
-            serde_json::from_value(v).map_err(|e| format!("safetensors: tensor `{name}`: bad header entry: {e}"))?;
+        let e: Entry = serde_json::from_value(v)
+            .map_err(|e| format!("safetensors: tensor `{name}`: bad header entry: {e}"))?;
         if e.dtype != "F32" {
-            return Err(format!("safetensors: tensor `{name}` has dtype {}, only F32 is supported", e.dtype));
+            return Err(format!(
+                "safetensors: tensor `{name}` has dtype {}, only F32 is supported",
+                e.dtype
+            ));
         }
         let [begin, end] = e.data_offsets;
         let numel = e
@@ -86,34 +94,44 @@ pub fn parse(bytes: &[u8]) -> Result<BTreeMap<String, StTensor>, String> {
     let mut at = 0;
     for (begin, end, name) in &spans {
         if *begin != at {
-            return Err(format!("safetensors: tensor `{name}` starts at {begin}, expected {at} (overlap or hole)"));
+            return Err(format!(
+                "safetensors: tensor `{name}` starts at {begin}, expected {at} (overlap or hole)"
+            ));
         }
         at = *end;
     }
     if at != buffer.len() {
-        return Err(format!("safetensors: {} bytes of the buffer belong to no tensor", buffer.len() - at));
+        return Err(format!(
+            "safetensors: {} bytes of the buffer belong to no tensor",
+            buffer.len() - at
+        ));
     }
     Ok(out)
 }
 
 /// Writes tensors as a safetensors file (`metadata` goes to `__metadata__` if not empty).
 pub fn write(tensors: &BTreeMap<String, StTensor>, metadata: &BTreeMap<String, String>) -> Vec<u8> {
-    let mut header = Map::new();
+    // Written by hand: serde_json's map would sort the fields of an entry, and the
+    // Python library writes them as dtype, shape, data_offsets.
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let mut parts = Vec::new();
     if !metadata.is_empty() {
-        header.insert("__metadata__".into(), serde_json::to_value(metadata).unwrap_or_default());
+        let m = serde_json::to_string(metadata).unwrap_or_default();
+        parts.push(format!("\"__metadata__\":{m}"));
     }
     let mut at = 0;
     for (name, t) in tensors {
         let len = t.data.len() * 4;
-        let e = Entry {
-            dtype: "F32".into(),
-            shape: t.shape.clone(),
-            data_offsets: [at, at + len],
-        };
-        header.insert(name.clone(), serde_json::to_value(e).unwrap_or_default());
+        let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+        parts.push(format!(
+            "{}:{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{at},{}]}}",
+            quote(name),
+            shape.join(","),
+            at + len
+        ));
         at += len;
     }
-    let mut json = serde_json::to_vec(&header).unwrap_or_default();
+    let mut json = format!("{{{}}}", parts.join(",")).into_bytes();
     while json.len() % 8 != 0 {
         json.push(b' ');
     }
@@ -137,14 +155,21 @@ pub fn import<S: Scalar, const N: usize>(
     tensors: &BTreeMap<String, StTensor>,
 ) -> Result<(), String> {
     if names.len() != g.num_params() {
-        return Err(format!("{} names given for a model of {} parameters", names.len(), g.num_params()));
+        return Err(format!(
+            "{} names given for a model of {} parameters",
+            names.len(),
+            g.num_params()
+        ));
     }
     for (i, name) in names.iter().enumerate() {
         let t = g.param_handle(i).ok_or("parameter handle")?;
         let want = g.shape(t).map_err(|e| e.to_string())?;
         let got = tensors.get(*name).ok_or_else(|| {
             let have: Vec<&String> = tensors.keys().collect();
-            format!("tensor `{name}` (parameter {i}, shape {:?}) is missing; the file has {have:?}", want.dims())
+            format!(
+                "tensor `{name}` (parameter {i}, shape {:?}) is missing; the file has {have:?}",
+                want.dims()
+            )
         })?;
         if got.shape != want.dims() {
             return Err(format!(
@@ -170,13 +195,22 @@ pub fn export<S: Scalar, const N: usize>(
     names: &[&str],
 ) -> Result<BTreeMap<String, StTensor>, String> {
     if names.len() != g.num_params() {
-        return Err(format!("{} names given for a model of {} parameters", names.len(), g.num_params()));
+        return Err(format!(
+            "{} names given for a model of {} parameters",
+            names.len(),
+            g.num_params()
+        ));
     }
     let mut out = BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
         let t = g.param_handle(i).ok_or("parameter handle")?;
         let shape = g.shape(t).map_err(|e| e.to_string())?.dims().to_vec();
-        let data = g.data(t).map_err(|e| e.to_string())?.iter().map(|v| v.to_f32()).collect();
+        let data = g
+            .data(t)
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|v| v.to_f32())
+            .collect();
         if out.insert(name.to_string(), StTensor { shape, data }).is_some() {
             return Err(format!("name `{name}` given twice"));
         }
@@ -199,7 +233,9 @@ pub fn to_device(bytes: &[u8], names: Option<&[&str]>) -> Result<Vec<u8>, String
         }
         Some(names) => {
             for name in names {
-                let t = tensors.get(*name).ok_or_else(|| format!("tensor `{name}` is missing"))?;
+                let t = tensors
+                    .get(*name)
+                    .ok_or_else(|| format!("tensor `{name}` is missing"))?;
                 g.param(&t.shape).map_err(|e| format!("tensor `{name}`: {e}"))?;
             }
             names
@@ -217,7 +253,9 @@ pub fn to_safetensors(bytes: &[u8], names: Option<&[&str]>) -> Result<Vec<u8>, S
     let w = Weights::parse(bytes).map_err(|e| e.to_string())?;
     let scalar = w.scalar_name().map_err(|e| e.to_string())?;
     if scalar != "f32" {
-        return Err(format!("weights stored as {scalar}: only f32 files convert to safetensors"));
+        return Err(format!(
+            "weights stored as {scalar}: only f32 files convert to safetensors"
+        ));
     }
     let fallback = names.unwrap_or(&DIGITS_FCN_NAMES);
     let mut tensors = BTreeMap::new();

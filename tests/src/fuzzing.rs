@@ -139,7 +139,7 @@ fn int(u: &mut Unstructured) -> Result<Value> {
 
 fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
     Ok(match u.int_in_range(0..=8)? {
-        0 | 1 | 2 => int(u)?,
+        0..=2 => int(u)?,
         3 => json!(u.arbitrary::<bool>()?),
         4 => json!(u
             .arbitrary::<f64>()

@@ -83,7 +83,7 @@ impl NorFlash for CutFlash {
     const ERASE_SIZE: usize = ERASE;
     fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
         let (from, to) = (from as usize, to as usize);
-        if from % ERASE != 0 || to % ERASE != 0 || to > self.mem.len() || from > to {
+        if !from.is_multiple_of(ERASE) || !to.is_multiple_of(ERASE) || to > self.mem.len() || from > to {
             return Err(NorFlashErrorKind::NotAligned);
         }
         for page in (from..to).step_by(ERASE) {
@@ -97,7 +97,7 @@ impl NorFlash for CutFlash {
     }
     fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
         let o = offset as usize;
-        if o % 4 != 0 || bytes.len() % 4 != 0 || o + bytes.len() > self.mem.len() {
+        if !o.is_multiple_of(4) || !bytes.len().is_multiple_of(4) || o + bytes.len() > self.mem.len() {
             return Err(NorFlashErrorKind::NotAligned);
         }
         for (i, &b) in bytes.iter().enumerate() {

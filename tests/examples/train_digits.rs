@@ -5,20 +5,18 @@
 //! `cargo run --release -p torchlet-tests --example train_digits [-- EPOCHS BATCH]`
 
 use torchlet_tests::digits::Digits;
-use torchlet_tests::train::{plan_bytes, train_w1, Recipe};
+use torchlet_tests::train::{plan_bytes, train_w1, Recipe, RECIPE};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let epochs = args.first().map_or(Ok(10), |s| s.parse())?;
-    let batch = args.get(1).map_or(Ok(32), |s| s.parse())?;
+    let epochs = args.first().map_or(Ok(RECIPE.epochs), |s| s.parse())?;
+    let batch = args.get(1).map_or(Ok(RECIPE.batch), |s| s.parse())?;
     let digits = Digits::load()?;
     let (train, test) = digits.split();
     let recipe = Recipe {
         epochs,
         batch,
-        lr: 0.05,
-        momentum: 0.9,
-        seed: 1,
+        ..RECIPE
     };
     println!(
         "W1 digits-fcn on {} training / {} held-out MNIST digits, {recipe:?}",

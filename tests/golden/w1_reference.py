@@ -76,6 +76,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cosine", action="store_true",
+                    help="per-epoch cosine decay of lr to 0 (CosineAnnealingLR, T_max=epochs)")
     ap.add_argument("--n-train", type=int, default=8000)
     args = ap.parse_args()
 
@@ -88,6 +90,7 @@ def main():
     nparams = sum(p.numel() for p in model.parameters())
     assert nparams == 6218, nparams
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs) if args.cosine else None
     print(f"torch {torch.__version__}, W1 {nparams} params, lr {args.lr}, momentum "
           f"{args.momentum}, batch {args.batch}, seed {args.seed}, "
           f"train {len(xtr)}, test {len(xte)}", flush=True)
@@ -106,6 +109,8 @@ def main():
             opt.step()
             total += loss.item() * len(idx)
             n += len(idx)
+        if sched is not None:
+            sched.step()
         acc = accuracy(model, xte, yte)
         accs.append(acc)
         print(f"epoch {epoch}: train loss {total / n:.4f}, test acc {acc:.4f} "

@@ -24,7 +24,31 @@ pub struct Recipe {
     pub momentum: f32,
     /// Seed of the initialisation and the shuffles.
     pub seed: u64,
+    /// Decay the learning rate per epoch along a half cosine to 0, as PyTorch's
+    /// `CosineAnnealingLR(T_max = epochs)` stepped once per epoch.
+    pub cosine: bool,
 }
+
+impl Recipe {
+    /// The learning rate of epoch `epoch` (1-based).
+    pub fn lr_at(&self, epoch: usize) -> f32 {
+        if !self.cosine {
+            return self.lr;
+        }
+        let t = (epoch - 1) as f64 / self.epochs.max(1) as f64;
+        (self.lr as f64 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())) as f32
+    }
+}
+
+/// The README's recipe for W1 on the digits: SGD with momentum 0.9, batch 32.
+pub const RECIPE: Recipe = Recipe {
+    epochs: 10,
+    batch: 32,
+    lr: 0.05,
+    momentum: 0.9,
+    seed: 1,
+    cosine: true,
+};
 
 /// What an epoch measured.
 #[derive(Clone, Copy, Debug)]
@@ -108,6 +132,7 @@ pub fn train_w1(
     let mut reports = Vec::new();
     for epoch in 1..=r.epochs {
         rng.shuffle(&mut order);
+        sgd.lr = r.lr_at(epoch);
         let (mut loss_sum, mut steps) = (0.0f64, 0usize);
         let start = Instant::now();
         for idx in order.chunks(r.batch) {

@@ -224,7 +224,14 @@ pub fn export<S: Scalar, const N: usize>(
 /// are checked against `digits_fcn`'s.
 pub fn to_device(bytes: &[u8], names: Option<&[&str]>) -> Result<Vec<u8>, String> {
     let tensors = parse(bytes)?;
-    let mut arena = vec![0.0f32; tensors.values().map(|t| 2 * t.data.len()).sum::<usize>() + 64];
+    // Parameters and their gradients: the file's tensors, or W1's 6,218 values.
+    let words = tensors
+        .values()
+        .map(|t| 2 * t.data.len())
+        .sum::<usize>()
+        .max(2 * 6_218)
+        + 64;
+    let mut arena = vec![0.0f32; words];
     let mut g: Graph<f32, 64> = Graph::new(&mut arena);
     let names: &[&str] = match names {
         None => {

@@ -83,7 +83,7 @@ impl<F: NorFlash> AbCheckpoint<F> {
             return Err(bad("base must be a multiple of the erase size and 64", base));
         }
         let end = (base as u64) + 2 * slot_size as u64;
-        if end > flash.capacity() as u64 {
+        if end > flash.capacity() as u64 || end > u32::MAX as u64 {
             return Err(bad("two slots do not fit in the flash; slot size", slot_size));
         }
         Ok(AbCheckpoint {

@@ -102,7 +102,10 @@ pub fn save_named<S: Scalar, const N: usize>(
     }
     let mut at = 0;
     write_to(g, names, |piece| {
-        out[at..at + piece.len()].copy_from_slice(piece);
+        let dst = out
+            .get_mut(at..at + piece.len())
+            .ok_or(Error::Overflow { op: "save weights" })?;
+        dst.copy_from_slice(piece);
         at += piece.len();
         Ok(())
     })

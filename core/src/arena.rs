@@ -43,6 +43,7 @@ pub struct Arena<'a, S: Scalar> {
     buf: &'a mut [S],
     capacity: usize,
     meta: bool,
+    dry: bool,
     scratch_top: usize,
     persist_bottom: usize,
     high_water: usize,
@@ -56,6 +57,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
             buf,
             capacity,
             meta: false,
+            dry: false,
             scratch_top: 0,
             persist_bottom: capacity,
             high_water: 0,
@@ -68,6 +70,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
             buf: &mut [],
             capacity: capacity_words,
             meta: true,
+            dry: false,
             scratch_top: 0,
             persist_bottom: capacity_words,
             high_water: 0,
@@ -76,7 +79,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
 
     /// Whether this arena only counts (no data, kernels skipped).
     pub fn is_meta(&self) -> bool {
-        self.meta
+        self.meta || self.dry
     }
 
     /// Capacity in bytes.
@@ -169,12 +172,42 @@ impl<'a, S: Scalar> Arena<'a, S> {
         }
     }
 
+    /// Sets the scratch top back to a value taken with [`Arena::mark`] (undoing a
+    /// dry run, which may have moved it either way).
+    pub(crate) fn set_scratch_top(&mut self, top: usize) {
+        if top <= self.persist_bottom {
+            self.scratch_top = top;
+        }
+    }
+
+    /// Turns data handling off (a dry run: bookkeeping only) or back on. Only has an
+    /// effect on an arena that has a buffer.
+    pub(crate) fn set_dry(&mut self, dry: bool) {
+        self.dry = dry;
+    }
+
+    /// Removes the scratch span `hole`, sliding everything above it down so that
+    /// scratch stays one contiguous stack. Callers shift their spans to match.
+    pub(crate) fn close_hole(&mut self, hole: Span) {
+        let top = self.scratch_top;
+        if hole.len == 0 || hole.end() > top {
+            return;
+        }
+        if !self.is_meta() {
+            self.buf.copy_within(hole.end()..top, hole.off);
+        }
+        self.scratch_top = top - hole.len;
+    }
+
     /// Frees all scratch (end of a step).
     pub(crate) fn reset_scratch(&mut self) {
         self.scratch_top = 0;
     }
 
     pub(crate) fn fill(&mut self, span: Span, v: S) {
+        if self.dry {
+            return;
+        }
         if let Some(s) = self.buf.get_mut(span.off..span.end()) {
             s.fill(v);
         }
@@ -203,7 +236,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
         reads: [Span; R],
         write: Span,
     ) -> Result<([&[S]; R], &mut [S])> {
-        if self.meta {
+        if self.is_meta() {
             return Ok(([&[][..]; R], &mut []));
         }
         let (lo, rest) = self.buf.split_at_mut(write.off.min(self.capacity));
@@ -237,7 +270,7 @@ impl<S: Scalar> Arena<'_, S> {
         w1: Span,
         w2: Span,
     ) -> Result<ReadsAndTwoWrites<'_, S, R>> {
-        if self.meta {
+        if self.is_meta() {
             return Ok(([&[][..]; R], &mut [], &mut []));
         }
         let swap = w2.off < w1.off;

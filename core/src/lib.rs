@@ -19,7 +19,8 @@
 //!   code may branch on the input size.
 //! - **Meta execution.** [`Graph::meta`] runs the same step code without data and tells
 //!   the exact arena bytes a real step needs.
-//! - **Numbers.** Everything is generic over [`Scalar`]; `f32` is provided.
+//! - **Numbers.** Everything is generic over [`Scalar`]; `f32` and the Q16.16 fixed-point
+//!   [`Q16`] (integer-only, bit-identical on every target: see [`fixed`]) are provided.
 //!
 //! # The no-panic contract
 //! Every public function that takes shapes, sizes, parameters or data returns
@@ -37,15 +38,27 @@
 //! use torchlet::{nn, optim::Sgd, init::Rng, Graph};
 //!
 //! # fn main() -> Result<(), torchlet::Error> {
-//! let mut arena = [0.0f32; 16 * 1024];            // 64 KiB, from anywhere
+//! let mut arena = vec![0.0f32; 16 * 1024];        // 64 KiB, from anywhere
 //! let mut g: Graph<f32, 32> = Graph::new(&mut arena);
+//! g.set_fused_sgd(0.01)?;                         // SGD applied inside backward
 //! let mut rng = Rng::new(0);
 //! let model = nn::digits_fcn(&mut g, &mut rng)?;  // W1: 6,218 parameters
-//! let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0)?;
 //!
-//! let image = [0.5f32; 12 * 20];                  // any size, here 12x20
+//! for (h, w) in [(28, 28), (12, 20)] {            // any size, step to step
+//!     let image = vec![0.5f32; h * w];
+//!     let x = g.input(&[1, 1, h, w], &image)?;
+//!     let logits = model.forward(&mut g, x)?;
+//!     let loss = g.cross_entropy(logits, &[3])?;
+//!     g.backward(loss)?;                          // also updates the parameters
+//!     g.end_step();
+//! }
+//! // With gradient buffers and a separate optimizer instead:
+//! let mut arena = vec![0.0f32; 32 * 1024];
+//! let mut g: Graph<f32, 32> = Graph::new(&mut arena);
+//! let model = nn::digits_fcn(&mut g, &mut rng)?;
+//! let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0)?;
 //! g.zero_grad();
-//! let x = g.input(&[1, 1, 12, 20], &image)?;
+//! let x = g.input(&[1, 1, 12, 20], &[0.5; 12 * 20])?;
 //! let logits = model.forward(&mut g, x)?;
 //! let loss = g.cross_entropy(logits, &[3])?;
 //! g.backward(loss)?;
@@ -64,17 +77,23 @@ mod graph;
 mod scalar;
 mod shape;
 
+pub mod data;
+pub mod fixed;
 pub mod init;
 pub mod io;
 pub mod kernels;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod plan;
 
 pub use arena::Arena;
 pub use error::{Error, Result};
-pub use graph::{Graph, Tensor};
+pub use fixed::Q16;
+pub use graph::{Graph, Tensor, TraceEvent, TraceFn};
 pub use ops::conv::Conv2dParams;
+pub use ops::interpolate::InterpMode;
+pub use ops::pad::{PadMode, PadParams};
 pub use ops::pool::Pool2dParams;
 pub use scalar::Scalar;
 pub use shape::{Shape, MAX_RANK};

@@ -165,14 +165,29 @@ impl<const L: usize> Sequential<L> {
         &self.layers
     }
 
-    /// Applies every layer in order.
+    /// Applies every layer in order. The intermediate tensors are the sequence's own:
+    /// each is freed once the next layer has used it, and a ReLU overwrites its input
+    /// in place when nothing needs that input for backward, so a step holds only what
+    /// backward needs (see [`Graph::free`], [`Graph::relu_`]).
     pub fn forward<S: Scalar, const N: usize>(
         &self,
         g: &mut Graph<'_, S, N>,
-        mut x: Tensor,
+        input: Tensor,
     ) -> Result<Tensor> {
+        let mut x = input;
         for layer in &self.layers {
-            x = layer.forward(g, x)?;
+            let owned = x != input;
+            let y = match layer {
+                Layer::Relu if owned && g.can_overwrite_tensor(x) => g.relu_(x)?,
+                _ => {
+                    let y = layer.forward(g, x)?;
+                    if owned {
+                        g.free(x)?;
+                    }
+                    y
+                }
+            };
+            x = y;
         }
         Ok(x)
     }

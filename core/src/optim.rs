@@ -39,7 +39,14 @@ pub struct Sgd {
     pub weight_decay: f32,
     velocity: Option<Span>,
     elems: usize,
+    /// Seed of the stochastic rounding of fixed-point types ([`Scalar::DITHER`]).
+    dither: u64,
+    /// `1 / loss scale`: gradients are multiplied by it before the update.
+    inv_grad_scale: f32,
 }
+
+/// The fixed seed of [`Sgd`]'s stochastic rounding: runs are reproducible.
+const DITHER_SEED: u64 = 0x5EED_D17E;
 
 impl Sgd {
     /// Creates the optimizer for every parameter of `g` (allocating the momentum
@@ -62,7 +69,19 @@ impl Sgd {
             weight_decay,
             velocity,
             elems,
+            dither: DITHER_SEED,
+            inv_grad_scale: 1.0,
         })
+    }
+
+    /// Loss scaling: the caller seeded `backward` with `scale` instead of 1 (so small
+    /// activation gradients keep their bits in fixed point), and the optimizer divides
+    /// the gradients by `scale` again before the update (rounded stochastically for
+    /// fixed-point types, so the division loses nothing in expectation). Use a power
+    /// of two, so that `1 / scale` is exact in fixed point.
+    pub fn with_grad_scale(mut self, scale: f32) -> Self {
+        self.inv_grad_scale = 1.0 / scale;
+        self
     }
 
     /// `p -= lr * v`, `v = momentum * v + (grad + weight_decay * p)`.
@@ -77,23 +96,36 @@ impl Sgd {
             S::from_f32(self.weight_decay),
         );
         let decay = self.weight_decay != 0.0;
+        let unscale = self.inv_grad_scale != 1.0;
+        let inv_scale = S::from_f32(self.inv_grad_scale);
+        // Fixed point rounds the momentum decay and the update stochastically (see
+        // `Scalar::mul_dithered`); f32 draws nothing.
+        let mut rng = crate::init::Rng::new(self.dither);
+        self.dither = rng.next_u64();
         let mut k = self.velocity.map_or(0, |v| v.off);
         let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();
         let buf = g.arena_mut().whole_mut();
         for (d, gr) in params {
+            if gr.len != d.len {
+                continue; // fused SGD mode: no gradient buffer
+            }
             for j in 0..d.len {
                 let p = buf[d.off + j];
+                let r = if S::DITHER { rng.next_u64() } else { 0 };
                 let mut dp = buf[gr.off + j];
+                if unscale {
+                    dp = dp.mul_dithered(inv_scale, (r >> 16) as u32);
+                }
                 if decay {
                     dp += wd * p;
                 }
                 if self.velocity.is_some() {
-                    let v = mom * buf[k] + dp;
+                    let v = mom.mul_dithered(buf[k], r as u32) + dp;
                     buf[k] = v;
                     dp = v;
                     k += 1;
                 }
-                buf[d.off + j] = p - lr * dp;
+                buf[d.off + j] = p - lr.mul_dithered(dp, (r >> 32) as u32);
             }
         }
         Ok(())

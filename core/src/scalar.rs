@@ -69,6 +69,18 @@ pub trait Scalar:
     /// Whether the value is finite (always true for fixed point).
     fn is_finite(self) -> bool;
 
+    /// Whether [`Scalar::mul_dithered`] rounds stochastically (fixed point), so the
+    /// optimizers draw random bits for it only when they matter.
+    const DITHER: bool = false;
+    /// `self * rhs`, where a type may use `dither` (uniform random bits) to round
+    /// stochastically so that products below one unit in the last place do not vanish
+    /// (SGD updates in fixed point). The default ignores `dither`.
+    #[inline(always)]
+    fn mul_dithered(self, rhs: Self, dither: u32) -> Self {
+        let _ = dither;
+        self * rhs
+    }
+
     // ---- kernel hooks ------------------------------------------------------------
     // The ops call the hot kernels through these, so a type can replace the plain
     // generic kernels with specialised ones (SIMD for f32) without touching the ops.
@@ -180,5 +192,35 @@ impl Scalar for f32 {
     }
     fn is_finite(self) -> bool {
         f32::is_finite(self)
+    }
+
+    // Register-tiled convolutions on hosts and wasm (kernels/fast_f32); Cortex-M keeps
+    // the generic kernels, whose scalar loops fit its 32 FPU registers.
+    #[cfg(any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "wasm32",
+        target_arch = "aarch64"
+    ))]
+    fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+        crate::kernels::fast_f32::conv::conv2d_forward(g, x, w, b, y)
+    }
+    #[cfg(any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "wasm32",
+        target_arch = "aarch64"
+    ))]
+    fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+        crate::kernels::fast_f32::conv::conv2d_backward_input(g, gy, w, gx)
+    }
+    #[cfg(any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "wasm32",
+        target_arch = "aarch64"
+    ))]
+    fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
+        crate::kernels::fast_f32::conv::conv2d_backward_weight(g, gy, x, gw)
     }
 }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Tensor};
+use torchlet::{Conv2dParams, Error, Graph, InterpMode, PadMode, PadParams, Pool2dParams, Scalar, Tensor, Q16};
 
 /// Tape capacity used for single-op cases.
 const TAPE: usize = 16;
@@ -29,7 +29,7 @@ pub struct Case {
     pub id: String,
     /// `torch.nn.functional` name.
     pub op: String,
-    /// `"f32"` (default).
+    /// `"f32"` (default) or `"q16.16"` ([`Q16`]).
     #[serde(default)]
     pub dtype: Option<String>,
     /// Op parameters, PyTorch names.
@@ -101,6 +101,7 @@ fn bad(what: &'static str) -> Error {
 pub fn run_case(case: &Case) -> CaseResult {
     let result = match case.dtype.as_deref().unwrap_or("f32") {
         "f32" => run_f32(case),
+        "q16.16" => run_scalar::<Q16>(case),
         _ => Err(Error::Unsupported { op: "dtype" }),
     };
     match result {
@@ -130,27 +131,60 @@ fn float_inputs(op: &str) -> &'static [&'static str] {
     }
 }
 
+/// A scalar the door can run a case in: how JSON reals (`f64`) become engine values
+/// (by the type's own rounding rule) and come back.
+pub trait DoorScalar: Scalar {
+    /// From a JSON real.
+    fn from_real(v: f64) -> Self;
+    /// To a JSON real (exact for both types).
+    fn to_real(self) -> f64;
+}
+
+impl DoorScalar for f32 {
+    fn from_real(v: f64) -> f32 {
+        v as f32
+    }
+    fn to_real(self) -> f64 {
+        self as f64
+    }
+}
+
+impl DoorScalar for Q16 {
+    fn from_real(v: f64) -> Q16 {
+        Q16::from_f64(v)
+    }
+    fn to_real(self) -> f64 {
+        self.to_f64()
+    }
+}
+
 /// Runs a case in f32: a meta pass sizes the arena exactly, then the real pass runs
 /// in an arena of that size.
 pub fn run_f32(case: &Case) -> Result<Outcome, Error> {
-    let mut meta: Graph<f32, TAPE> = Graph::meta(MAX_CASE_BYTES);
+    run_scalar::<f32>(case)
+}
+
+/// Runs a case in scalar type `S` (see [`run_f32`]); inputs are converted with
+/// [`DoorScalar::from_real`] and results reported as reals.
+pub fn run_scalar<S: DoorScalar>(case: &Case) -> Result<Outcome, Error> {
+    let mut meta: Graph<S, TAPE> = Graph::meta(MAX_CASE_BYTES);
     let (out, leaves) = record(&mut meta, case)?;
     if !leaves.is_empty() {
         meta.backward_with(out, &[])?;
     }
-    let words = meta.arena().high_water_bytes() / 4;
-    let mut arena = vec![0.0f32; words];
-    let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+    let words = meta.arena().high_water_bytes() / core::mem::size_of::<S>();
+    let mut arena = vec![S::ZERO; words];
+    let mut g: Graph<S, TAPE> = Graph::new(&mut arena);
     let (out, leaves) = record(&mut g, case)?;
     let output = JsonTensor {
         shape: g.shape(out)?.dims().to_vec(),
-        data: g.data(out)?.iter().map(|&v| v as f64).collect(),
+        data: g.data(out)?.iter().map(|&v| v.to_real()).collect(),
     };
     let mut grads = BTreeMap::new();
     if !leaves.is_empty() {
         match &case.grad_output {
             Some(go) => {
-                let seed: Vec<f32> = go.data.iter().map(|&v| v as f32).collect();
+                let seed: Vec<S> = go.data.iter().map(|&v| S::from_real(v)).collect();
                 check_shape(go, &output.shape)?;
                 g.backward_with(out, &seed)?;
             }
@@ -162,7 +196,7 @@ pub fn run_f32(case: &Case) -> Result<Outcome, Error> {
                 name.to_string(),
                 JsonTensor {
                     shape: g.shape(t)?.dims().to_vec(),
-                    data: grad.iter().map(|&v| v as f64).collect(),
+                    data: grad.iter().map(|&v| v.to_real()).collect(),
                 },
             );
         }
@@ -187,13 +221,16 @@ fn check_shape(t: &JsonTensor, want: &[usize]) -> Result<(), Error> {
 type Leaves = Vec<(&'static str, Tensor)>;
 
 /// Creates the inputs and calls the op on `g`.
-fn record<const N: usize>(g: &mut Graph<'_, f32, N>, case: &Case) -> Result<(Tensor, Leaves), Error> {
+fn record<S: DoorScalar, const N: usize>(
+    g: &mut Graph<'_, S, N>,
+    case: &Case,
+) -> Result<(Tensor, Leaves), Error> {
     let mut leaves: Leaves = Vec::new();
     let mut t = |name: &'static str| -> Result<Option<Tensor>, Error> {
         let Some(j) = case.inputs.get(name) else {
             return Ok(None);
         };
-        let data: Vec<f32> = j.data.iter().map(|&v| v as f32).collect();
+        let data: Vec<S> = j.data.iter().map(|&v| S::from_real(v)).collect();
         let tensor = g.input_with_grad(&j.shape, &data)?;
         leaves.push((name, tensor));
         Ok(Some(tensor))
@@ -268,9 +305,52 @@ fn record<const N: usize>(g: &mut Graph<'_, f32, N>, case: &Case) -> Result<(Ten
             }
             g.cross_entropy(need("input")?, &classes)?
         }
+        "pad" => g.pad(need("input")?, pad_params(p)?)?,
+        "interpolate" => {
+            let size = pair(p, "size", 0)?;
+            let mode = match p.get("mode").and_then(Value::as_str).unwrap_or("nearest") {
+                "nearest" => InterpMode::Nearest,
+                "bilinear" => InterpMode::Bilinear {
+                    align_corners: flag(p, "align_corners", false)?,
+                },
+                _ => {
+                    return Err(Error::Unsupported {
+                        op: "interpolate mode",
+                    })
+                }
+            };
+            g.interpolate(need("input")?, size, mode)?
+        }
         _ => return Err(Error::Unsupported { op: "unknown op" }),
     };
     Ok((out, leaves))
+}
+
+/// `pad` params: `[left, right, top, bottom]` (negative crops), mode, value.
+fn pad_params(p: &Map<String, Value>) -> Result<PadParams, Error> {
+    let list = p
+        .get("pad")
+        .and_then(Value::as_array)
+        .filter(|a| a.len() == 4)
+        .ok_or(bad("pad must be [left, right, top, bottom]"))?;
+    let mut pad = [0isize; 4];
+    for (d, v) in pad.iter_mut().zip(list) {
+        *d = v
+            .as_i64()
+            .and_then(|v| isize::try_from(v).ok())
+            .ok_or(bad("pad entries must be integers"))?;
+    }
+    let mode = match p.get("mode").and_then(Value::as_str).unwrap_or("constant") {
+        "constant" => PadMode::Constant,
+        "reflect" => PadMode::Reflect,
+        "replicate" => PadMode::Replicate,
+        _ => return Err(Error::Unsupported { op: "pad mode" }),
+    };
+    Ok(PadParams {
+        pad,
+        mode,
+        value: real(p, "value", 0.0)? as f32,
+    })
 }
 
 fn uint(p: &Map<String, Value>, key: &str, default: usize) -> Result<usize, Error> {

@@ -7,3 +7,5 @@ pub mod digits;
 pub mod fuzzing;
 pub mod safetensors;
 pub mod train;
+pub mod varsize;
+pub mod varsize_train;

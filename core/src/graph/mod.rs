@@ -12,9 +12,13 @@
 //! - With a meta arena ([`Graph::meta`]) the same calls only do shape arithmetic and
 //!   allocation bookkeeping: the high-water mark equals a real step's by construction.
 
+mod backward;
+mod memory;
 mod node;
+mod trace;
 
 pub(crate) use node::{Node, NodeId, Op};
+pub use trace::{TraceEvent, TraceFn};
 
 use crate::arena::{Arena, Span};
 use crate::error::{Error, Result};
@@ -29,7 +33,7 @@ pub struct Tensor {
 }
 
 /// Generation of parameters: valid in every step.
-const PARAM_GEN: u16 = 0;
+pub(crate) const PARAM_GEN: u16 = 0;
 
 /// A define-by-run graph over an arena, with room for `N` tape records (parameters,
 /// inputs and op outputs together).
@@ -39,6 +43,10 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     n_params: usize,
     gen: u16,
     grad_enabled: bool,
+    /// Fused SGD: the learning rate applied by backward (see [`Graph::set_fused_sgd`]).
+    fused_lr: Option<f32>,
+    /// The shape-trace callback, if any.
+    trace: Option<TraceFn<'a>>,
 }
 
 impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
@@ -50,17 +58,19 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// A graph that computes nothing and only plans: shapes and arena bytes, for an
     /// arena of `capacity_bytes` (pass `usize::MAX` to ask "how much?" rather than
     /// "does it fit?").
-    pub fn meta(capacity_bytes: usize) -> Graph<'static, S, N> {
+    pub fn meta(capacity_bytes: usize) -> Self {
         Graph::with_arena(Arena::meta(capacity_bytes / core::mem::size_of::<S>()))
     }
 
-    fn with_arena(arena: Arena<'_, S>) -> Graph<'_, S, N> {
+    fn with_arena(arena: Arena<'a, S>) -> Self {
         Graph {
             arena,
             nodes: heapless::Vec::new(),
             n_params: 0,
             gen: 1,
             grad_enabled: true,
+            fused_lr: None,
+            trace: None,
         }
     }
 
@@ -112,10 +122,14 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         } else {
             t.gen == self.gen && id >= self.n_params && id < self.nodes.len()
         };
-        if ok {
-            Ok(id)
-        } else {
+        if !ok {
             Err(Error::StaleTensor)
+        } else if self.nodes[id].dropped {
+            Err(Error::InvalidState {
+                what: "tensor was freed or consumed by an in-place op",
+            })
+        } else {
+            Ok(id)
         }
     }
 
@@ -174,23 +188,27 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             return Err(Error::TapeFull { capacity: N });
         }
         let n = shape.numel();
-        let both = n.checked_mul(2).ok_or(Error::Overflow { op: "param" })?;
+        // Fused SGD keeps no gradient buffer: backward applies the update directly.
+        let copies = if self.fused_lr.is_some() { 1 } else { 2 };
+        let both = n.checked_mul(copies).ok_or(Error::Overflow { op: "param" })?;
         // One allocation for data and gradient, so a failure leaves nothing behind.
         let span = self.arena.alloc_persistent(both)?;
-        let node = Node {
+        let mut node = Node::new(
             shape,
-            data: Span {
+            Span {
                 off: span.off,
                 len: n,
             },
-            grad: Some(Span {
+            Op::Leaf,
+            true,
+            Span::EMPTY,
+        );
+        if self.fused_lr.is_none() {
+            node.grad = Some(Span {
                 off: span.off + n,
                 len: n,
-            }),
-            requires_grad: true,
-            op: Op::Leaf,
-            saved: Span::EMPTY,
-        };
+            });
+        }
         let id = self.nodes.len();
         self.nodes
             .push(node)
@@ -306,14 +324,9 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
                 return Err(e);
             }
         };
-        self.push_node(Node {
-            shape,
-            data,
-            grad: None,
-            requires_grad,
-            op,
-            saved,
-        })
+        let t = self.push_node(Node::new(shape, data, op, requires_grad, saved))?;
+        self.trace_last(data.len + saved.len);
+        Ok(t)
     }
 
     /// Appends a record whose data span was chosen by the caller (views).
@@ -328,116 +341,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         })
     }
 
-    /// Undo the last `push` (an op whose kernel setup failed after allocating).
-    pub(crate) fn pop_last(&mut self, mark: usize) {
-        self.nodes.pop();
-        self.arena.release(mark);
-    }
-
-    // ---- backward ------------------------------------------------------------------
-
-    /// Gradients of `loss` (a one-element tensor) with respect to every parameter and
-    /// every input created with a gradient, accumulated with `+=` into their gradient
-    /// buffers. All activation gradients are allocated before any is written, so an
-    /// [`Error::ArenaExhausted`] here leaves the parameter gradients untouched.
-    pub fn backward(&mut self, loss: Tensor) -> Result<()> {
-        let id = self.id(loss)?;
-        if self.nodes[id].shape.numel() != 1 {
-            return Err(Error::NoGradient {
-                what: "loss must have exactly one element (use backward_with for others)",
-            });
-        }
-        self.backward_seeded(id, None)
-    }
-
-    /// Like [`Graph::backward`] from any tensor `t`, with `seed` as the gradient flowing
-    /// into it (PyTorch's `t.backward(gradient)`); `seed` has `t`'s number of elements.
-    pub fn backward_with(&mut self, t: Tensor, seed: &[S]) -> Result<()> {
-        let id = self.id(t)?;
-        let n = self.nodes[id].shape.numel();
-        if seed.len() != n && !self.arena.is_meta() {
-            return Err(Error::ShapeMismatch {
-                op: "backward_with",
-                what: "seed length vs tensor elements",
-                expected: n,
-                found: seed.len(),
-            });
-        }
-        self.backward_seeded(id, Some(seed))
-    }
-
-    fn backward_seeded(&mut self, id: usize, seed: Option<&[S]>) -> Result<()> {
-        if !self.nodes[id].requires_grad {
-            return Err(Error::NoGradient {
-                what: "nothing that requires a gradient led to this tensor",
-            });
-        }
-        let mark = self.arena.mark();
-        for i in self.n_params..=id {
-            let n = self.nodes[i];
-            if n.requires_grad && n.grad.is_none() {
-                match self.arena.alloc_zeroed(n.shape.numel()) {
-                    Ok(g) => self.nodes[i].grad = Some(g),
-                    Err(e) => {
-                        for node in &mut self.nodes[self.n_params..=i] {
-                            if node.grad.is_some_and(|g| g.off >= mark) {
-                                node.grad = None;
-                            }
-                        }
-                        self.arena.release(mark);
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        if let Some(g) = self.nodes[id].grad {
-            let dst = self.arena.get_mut(g);
-            match seed {
-                None => {
-                    if let Some(v) = dst.first_mut() {
-                        *v += S::ONE;
-                    }
-                }
-                Some(seed) => {
-                    for (d, &s) in dst.iter_mut().zip(seed) {
-                        *d += s;
-                    }
-                }
-            }
-        }
-        for i in (self.n_params..=id).rev() {
-            let n = self.nodes[i];
-            if !n.requires_grad || matches!(n.op, Op::Leaf) {
-                continue;
-            }
-            self.backward_node(i)?;
-        }
-        Ok(())
-    }
-
-    /// Runs one record's backward rule (each lives beside its forward in `ops/`).
-    fn backward_node(&mut self, i: usize) -> Result<()> {
-        if self.arena.is_meta() {
-            return Ok(());
-        }
-        match self.nodes[i].op {
-            Op::Leaf => Ok(()),
-            Op::Conv2d { x, w, b, p } => self.conv2d_backward(i, x, w, b, p),
-            Op::MaxPool2d { x, p } => self.max_pool2d_backward(i, x, p),
-            Op::AvgPool2d { x, p } => self.avg_pool2d_backward(i, x, p),
-            Op::AdaptiveAvgPool2d { x } => self.adaptive_avg_pool2d_backward(i, x),
-            Op::Linear { x, w, b } => self.linear_backward(i, x, w, b),
-            Op::Relu { x } => self.relu_backward(i, x),
-            Op::LeakyRelu { x, slope } => self.leaky_relu_backward(i, x, slope),
-            Op::Sigmoid { x } => self.sigmoid_backward(i, x),
-            Op::Tanh { x } => self.tanh_backward(i, x),
-            Op::Add { a, b } => self.add_backward(i, a, b),
-            Op::Mul { a, b } => self.mul_backward(i, a, b),
-            Op::Reshape { x } => self.reshape_backward(i, x),
-            Op::CrossEntropy { logits } => self.cross_entropy_backward(i, logits),
-            Op::MseLoss { x, t } => self.mse_loss_backward(i, x, t),
-        }
-    }
+    // ---- backward (see backward.rs) ----------------------------------------------
 
     /// `grad[input] += f(grad[output], ...)`: the read spans and the input's gradient
     /// span, or `None` when the input needs no gradient.
@@ -465,6 +369,11 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// gradients and optimizer state stay.
     pub fn end_step(&mut self) {
         self.nodes.truncate(self.n_params);
+        if self.fused_lr.is_some() {
+            for n in self.nodes.iter_mut() {
+                n.grad = None;
+            }
+        }
         self.arena.reset_scratch();
         self.gen = match self.gen.wrapping_add(1) {
             PARAM_GEN => PARAM_GEN + 1,

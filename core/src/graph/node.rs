@@ -3,6 +3,8 @@
 
 use crate::arena::Span;
 use crate::ops::conv::Conv2dParams;
+use crate::ops::interpolate::InterpMode;
+use crate::ops::pad::PadParams;
 use crate::ops::pool::Pool2dParams;
 use crate::shape::Shape;
 
@@ -40,6 +42,10 @@ pub(crate) enum Op {
     Relu {
         x: NodeId,
     },
+    /// In-place ReLU: the output took over the input's memory; a bit mask is saved.
+    ReluMasked {
+        x: NodeId,
+    },
     LeakyRelu {
         x: NodeId,
         slope: f32,
@@ -68,9 +74,54 @@ pub(crate) enum Op {
         x: NodeId,
         t: NodeId,
     },
+    Pad {
+        x: NodeId,
+        p: PadParams,
+    },
+    Interpolate {
+        x: NodeId,
+        mode: InterpMode,
+    },
 }
 
 impl Op {
+    /// The nodes this op read (up to three).
+    pub(crate) fn inputs(&self) -> [Option<NodeId>; 3] {
+        match *self {
+            Op::Leaf => [None; 3],
+            Op::Conv2d { x, w, b, .. } | Op::Linear { x, w, b } => [Some(x), Some(w), b],
+            Op::Add { a, b } | Op::Mul { a, b } => [Some(a), Some(b), None],
+            Op::MseLoss { x, t } => [Some(x), Some(t), None],
+            Op::CrossEntropy { logits } => [Some(logits), None, None],
+            Op::MaxPool2d { x, .. }
+            | Op::AvgPool2d { x, .. }
+            | Op::AdaptiveAvgPool2d { x }
+            | Op::Relu { x }
+            | Op::ReluMasked { x }
+            | Op::LeakyRelu { x, .. }
+            | Op::Sigmoid { x }
+            | Op::Tanh { x }
+            | Op::Reshape { x }
+            | Op::Pad { x, .. }
+            | Op::Interpolate { x, .. } => [Some(x), None, None],
+        }
+    }
+
+    /// Whether this op's backward reads the data of input `k`.
+    pub(crate) fn reads_input_data(&self, k: NodeId) -> bool {
+        match *self {
+            Op::Conv2d { x, .. } | Op::Linear { x, .. } | Op::LeakyRelu { x, .. } => x == k,
+            Op::Mul { a, b } => a == k || b == k,
+            Op::MseLoss { x, t } => x == k || t == k,
+            _ => false,
+        }
+    }
+
+    /// Whether this op's backward reads its own output.
+    pub(crate) fn reads_own_output(&self) -> bool {
+        matches!(self, Op::Relu { .. } | Op::Sigmoid { .. } | Op::Tanh { .. })
+    }
+
     /// The PyTorch-style name of the op, for errors and the shape trace.
     pub(crate) fn name(&self) -> &'static str {
         match self {
@@ -81,6 +132,7 @@ impl Op {
             Op::AdaptiveAvgPool2d { .. } => "adaptive_avg_pool2d",
             Op::Linear { .. } => "linear",
             Op::Relu { .. } => "relu",
+            Op::ReluMasked { .. } => "relu_",
             Op::LeakyRelu { .. } => "leaky_relu",
             Op::Sigmoid { .. } => "sigmoid",
             Op::Tanh { .. } => "tanh",
@@ -89,6 +141,8 @@ impl Op {
             Op::Reshape { .. } => "reshape",
             Op::CrossEntropy { .. } => "cross_entropy",
             Op::MseLoss { .. } => "mse_loss",
+            Op::Pad { .. } => "pad",
+            Op::Interpolate { .. } => "interpolate",
         }
     }
 }
@@ -103,4 +157,29 @@ pub(crate) struct Node {
     pub op: Op,
     /// Extra values saved for backward (max-pool argmax, softmax, targets).
     pub saved: Span,
+    /// The data span belongs to another node (a reshape view, or an input that an
+    /// in-place op took over), so it is never reclaimed through this node.
+    pub view: bool,
+    /// The caller gave the handle up ([`crate::Graph::free`]) or an in-place op
+    /// consumed it: its data is reclaimed once backward no longer needs it.
+    pub dropped: bool,
+    /// Backward ran through this node: its saved values are gone.
+    pub spent: bool,
+}
+
+impl Node {
+    /// A record with no memory flags set.
+    pub(crate) fn new(shape: Shape, data: Span, op: Op, requires_grad: bool, saved: Span) -> Node {
+        Node {
+            shape,
+            data,
+            grad: None,
+            requires_grad,
+            op,
+            saved,
+            view: false,
+            dropped: false,
+            spent: false,
+        }
+    }
 }

@@ -5,10 +5,14 @@
 //! the inner loops are contiguous rows (axpy and dot) so that they vectorise, and a
 //! target-specific version can replace one without touching the tape.
 
+pub mod compact;
 pub mod conv;
 pub mod elementwise;
+pub mod fast_f32;
 pub mod linear;
+pub mod pad;
 pub mod pool;
+pub mod resize;
 
 use crate::scalar::Scalar;
 

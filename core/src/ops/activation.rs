@@ -2,8 +2,9 @@
 //! backward reads the output (which lives until the step ends); leaky ReLU reads the
 //! input, since a negative slope would make the output's sign ambiguous.
 
-use crate::error::Result;
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::error::{Error, Result};
+use crate::graph::{Graph, Node, NodeId, Op, Tensor};
+use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
 use crate::scalar::Scalar;
 
@@ -83,5 +84,55 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     pub(crate) fn tanh_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         self.unary_backward(i, x, true, |g, y| g * (S::ONE - y * y))
+    }
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// In-place ReLU (`torch.relu_`, `nn.ReLU(inplace=True)`): the output takes over
+    /// `x`'s memory and keeps only a bit mask for backward, and `x`'s handle is
+    /// consumed (later use is refused). Refused, with `x` left intact, when something
+    /// recorded still needs `x`'s value for backward or a view of `x` is alive.
+    pub fn relu_(&mut self, x: Tensor) -> Result<Tensor> {
+        let xi = self.id(x)?;
+        if xi < self.num_params() || !self.can_overwrite(xi) {
+            return Err(Error::InvalidState {
+                what: "relu_: the input is a parameter, is shared by a view, or its value is needed for backward (use relu)",
+            });
+        }
+        self.ensure_room()?;
+        let xn = self.nodes[xi];
+        let rg = self.needs_grad(&[Some(xi)]);
+        let n = xn.shape.numel();
+        let mark = self.arena.mark();
+        let saved = self.arena.alloc(if rg { c::mask_words(n) } else { 0 })?;
+        let op = if rg {
+            Op::ReluMasked { x: xi as NodeId }
+        } else {
+            Op::Leaf
+        };
+        let out = match self.push_node(Node::new(xn.shape, xn.data, op, rg, saved)) {
+            Ok(t) => t,
+            Err(e) => {
+                self.arena.release(mark);
+                return Err(e);
+            }
+        };
+        self.nodes[xi].view = true;
+        self.nodes[xi].dropped = true;
+        self.trace_last(saved.len);
+        if !self.arena.is_meta() {
+            let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
+            c::relu_inplace_masked(xv, mv);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn relu_masked_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
+        let gy = self.out_grad(i)?;
+        let mask = self.nodes[i].saved;
+        if let Some(gx) = self.grad_of(x) {
+            self.exec([gy, mask], gx, |[gy, m], gx| c::relu_masked_backward(gy, m, gx))?;
+        }
+        Ok(())
     }
 }

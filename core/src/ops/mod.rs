@@ -9,8 +9,10 @@
 pub mod activation;
 pub mod conv;
 pub mod elementwise;
+pub mod interpolate;
 pub mod linear;
 pub mod loss;
+pub mod pad;
 pub mod pool;
 pub mod reshape;
 

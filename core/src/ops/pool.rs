@@ -3,6 +3,7 @@
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::kernels::compact as c;
 use crate::kernels::pool::{self as k, PoolGeom};
 use crate::scalar::Scalar;
 use crate::shape::Shape;
@@ -78,7 +79,8 @@ fn out_shape(x: Shape, g: &PoolGeom) -> Result<Shape> {
 }
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
-    /// Max pooling; saves the winners' indices for backward.
+    /// Max pooling; saves each winner's position inside its window, packed (one byte
+    /// for windows of up to 127 taps), for backward.
     pub fn max_pool2d(&mut self, x: Tensor, p: Pool2dParams) -> Result<Tensor> {
         const OP: &str = "max_pool2d";
         let xi = self.id(x)?;
@@ -87,35 +89,17 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let rg = self.needs_grad(&[Some(xi)]);
         let op = Op::MaxPool2d { x: xi as NodeId, p };
         let shape = out_shape(xn.shape, &g)?;
-        let n_out = shape.numel();
-        // The indices are saved only when backward will need them; otherwise they
-        // are a temporary returned right after the kernel.
-        let mark = self.arena.mark();
-        let out = self.push(
-            shape,
-            if rg { op } else { Op::Leaf },
-            rg,
-            if rg { n_out } else { 0 },
-        )?;
-        let idx = if rg {
-            self.nodes[out.id as usize].saved
+        let taps = p.kernel_size[0] * p.kernel_size[1];
+        let saved = if rg {
+            c::argmax_words(shape.numel(), taps)
         } else {
-            match self.arena.alloc(n_out) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.pop_last(mark);
-                    return Err(e);
-                }
-            }
+            0
         };
-        let y = self.nodes[out.id as usize].data;
+        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, saved)?;
+        let node = self.nodes[out.id as usize];
         if !self.arena.is_meta() {
-            let ([xv], yv, iv) = self.arena.views2([xn.data], y, idx)?;
-            k::max_pool2d_forward(&g, xv, yv, iv);
-        }
-        if !rg {
-            // Release the temporary indices, keep the output.
-            self.arena.release(idx.off);
+            let ([xv], yv, iv) = self.arena.views2([xn.data], node.data, node.saved)?;
+            c::max_pool2d_forward_packed(&g, xv, yv, iv);
         }
         Ok(out)
     }
@@ -127,7 +111,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = geometry("max_pool2d", xn.shape, &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, idx], gx, |[gy, idx], gx| {
-                k::max_pool2d_backward(&g, gy, idx, gx)
+                c::max_pool2d_backward_packed(&g, gy, idx, gx)
             })?;
         }
         Ok(())

@@ -23,18 +23,16 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         self.ensure_room()?;
         let rg = self.needs_grad(&[Some(xi)]);
-        self.push_node(Node {
-            shape,
-            data: xn.data,
-            grad: None,
-            requires_grad: rg,
-            op: if rg {
-                Op::Reshape { x: xi as NodeId }
-            } else {
-                Op::Leaf
-            },
-            saved: crate::arena::Span::EMPTY,
-        })
+        let op = if rg {
+            Op::Reshape { x: xi as NodeId }
+        } else {
+            Op::Leaf
+        };
+        let mut node = Node::new(shape, xn.data, op, rg, crate::arena::Span::EMPTY);
+        node.view = true;
+        let t = self.push_node(node)?;
+        self.trace_last(0);
+        Ok(t)
     }
 
     /// Merges dimensions `start_dim..` into one (`torch.flatten(x, start_dim)`).

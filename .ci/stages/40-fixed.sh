@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Fixed point (Q16.16): the same 50-step W1 training run must give a byte-identical
+# weight hash on the host (x86_64), on wasm32 (a bare module run by node) and on
+# thumbv6m-none-eabi (QEMU mps2-an385). Also prints the M0 kernel instruction counts.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+bash .ci/install.sh rust qemu
+command -v node >/dev/null 2>&1 || { sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo; $sudo apt-get install -y nodejs >/dev/null; }
+ROOT=$(pwd)
+hash_of() { grep -o 'DETERMINISM_HASH [0-9a-f]*' | awk '{print $2}' | head -n1; }
+
+echo "--- host (x86_64)"
+host=$(cargo test -q --release -p torchlet-tests --test fixed_determinism -- --nocapture 2>&1 | tee /dev/stderr | hash_of)
+
+echo "--- wasm32 (node $(node --version))"
+(cd tests/determinism-wasm && CARGO_TARGET_DIR="$ROOT/target" cargo build -q --release --target wasm32-unknown-unknown)
+wasm=$(node tests/determinism-wasm/run.mjs target/wasm32-unknown-unknown/release/torchlet_determinism_wasm.wasm | tee /dev/stderr | hash_of)
+
+echo "--- thumbv6m-none-eabi (QEMU)"
+m0=$(cd tests/determinism-m0 && CARGO_TARGET_DIR="$ROOT/target/m0" cargo run -q --release --bin m0_determinism | tee /dev/stderr | hash_of)
+
+echo "host $host  wasm32 $wasm  thumbv6m $m0"
+if [ -z "$host" ] || [ "$host" != "$wasm" ] || [ "$host" != "$m0" ]; then
+    echo "FAIL: fixed-point hashes differ across targets" >&2
+    exit 1
+fi
+echo "fixed-point determinism: all three hashes equal ($host)"
+
+if [ -f tests/determinism-m0/src/bin/m0_kernel_cost.rs ]; then
+    echo "--- benchmark: instructions per MAC on thumbv6m (QEMU -icount), not a test"
+    (cd tests/determinism-m0 && CARGO_TARGET_DIR="$ROOT/target/m0" cargo run -q --release --bin m0_kernel_cost)
+fi

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Variable-size inputs: planner / memory / bad-input tests, the pad and interpolate
+# golden cases, and a small run of the varsize_digits example (shape trace, plans,
+# six input preparations for one short epoch each).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+bash .ci/install.sh rust
+
+echo "--- varsize tests"
+cargo test --release -q -p torchlet-tests --test varsize
+
+echo "--- varsize_digits example (small: 1 epoch, 300 training digits)"
+cargo run --release -q -p torchlet-tests --example varsize_digits -- 1 32 300 1 | tee /tmp/torchlet-varsize.log
+grep -q "^summary" /tmp/torchlet-varsize.log

@@ -1,0 +1,137 @@
+//! pad (`torch.nn.functional.pad` on H and W: constant, reflect, replicate; negative
+//! pads crop) and crop (a window of the spatial dims, as a negative pad).
+
+use super::expect_rank;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, Op, Tensor};
+pub use crate::kernels::pad::PadMode;
+use crate::kernels::pad::{self as k, PadGeom};
+use crate::scalar::Scalar;
+use crate::shape::Shape;
+
+const OP: &str = "pad";
+
+/// Parameters of a spatial pad, in PyTorch's order `[left, right, top, bottom]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PadParams {
+    /// Columns added left and right, rows added top and bottom; negative crops.
+    pub pad: [isize; 4],
+    /// Fill rule.
+    pub mode: PadMode,
+    /// Constant mode only: the fill value.
+    pub value: f32,
+}
+
+/// One padded dimension: the output length, checked.
+fn padded_len(len: usize, before: isize, after: isize, mode: PadMode) -> Result<usize> {
+    let out = (len as isize)
+        .checked_add(before)
+        .and_then(|v| v.checked_add(after))
+        .ok_or(Error::Overflow { op: OP })?;
+    if out < 1 {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "pads leave an empty output; output size",
+            value: out as i64,
+        });
+    }
+    if mode == PadMode::Reflect && (before >= len as isize || after >= len as isize) {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "reflect padding must be smaller than the input dimension; pad",
+            value: before.max(after) as i64,
+        });
+    }
+    Ok(out as usize)
+}
+
+pub(crate) fn geometry(x: Shape, p: &PadParams) -> Result<PadGeom> {
+    expect_rank(OP, "input rank (N, C, H, W)", x.rank(), 4)?;
+    if x.numel() == 0 {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            what: "zero-sized input dimension",
+            expected: 1,
+            found: 0,
+        });
+    }
+    let [l, r, t, b] = p.pad;
+    let (h, w) = (x.dim(2), x.dim(3));
+    Ok(PadGeom {
+        planes: x.dim(0) * x.dim(1),
+        h,
+        w,
+        oh: padded_len(h, t, b, p.mode)?,
+        ow: padded_len(w, l, r, p.mode)?,
+        top: t,
+        left: l,
+        mode: p.mode,
+    })
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// Pads (or, with negative values, crops) the last two dims of `x: [N, C, H, W]`.
+    pub fn pad(&mut self, x: Tensor, p: PadParams) -> Result<Tensor> {
+        let xi = self.id(x)?;
+        let xn = self.nodes[xi];
+        let g = geometry(xn.shape, &p)?;
+        let rg = self.needs_grad(&[Some(xi)]);
+        let op = Op::Pad { x: xi as NodeId, p };
+        let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
+        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let y = self.nodes[out.id as usize].data;
+        let v = S::from_f32(p.value);
+        self.exec([xn.data], y, |[x], y| k::pad_forward(&g, v, x, y))?;
+        Ok(out)
+    }
+
+    /// Zero padding on each side: `[left, right, top, bottom]`.
+    pub fn zero_pad(&mut self, x: Tensor, pad: [usize; 4]) -> Result<Tensor> {
+        let mut p = [0isize; 4];
+        for (d, &s) in p.iter_mut().zip(&pad) {
+            *d = isize::try_from(s).map_err(|_| Error::Overflow { op: OP })?;
+        }
+        self.pad(
+            x,
+            PadParams {
+                pad: p,
+                mode: PadMode::Constant,
+                value: 0.0,
+            },
+        )
+    }
+
+    /// The window `[top, top + h) x [left, left + w)` of the spatial dims.
+    pub fn crop(&mut self, x: Tensor, top: usize, left: usize, h: usize, w: usize) -> Result<Tensor> {
+        let s = self.shape(x)?;
+        expect_rank("crop", "input rank (N, C, H, W)", s.rank(), 4)?;
+        let (ih, iw) = (s.dim(2), s.dim(3));
+        let fits = |a: usize, b: usize, n: usize| a.checked_add(b).is_some_and(|e| e <= n);
+        if h == 0 || w == 0 || !fits(top, h, ih) || !fits(left, w, iw) {
+            return Err(Error::ShapeMismatch {
+                op: "crop",
+                what: "window (rows x columns, as rows*columns) outside the input or empty",
+                expected: ih * iw,
+                found: h.saturating_mul(w),
+            });
+        }
+        let neg = |v: usize| -(v as isize);
+        self.pad(
+            x,
+            PadParams {
+                pad: [neg(left), neg(iw - left - w), neg(top), neg(ih - top - h)],
+                mode: PadMode::Constant,
+                value: 0.0,
+            },
+        )
+    }
+
+    pub(crate) fn pad_backward(&mut self, i: usize, x: NodeId, p: PadParams) -> Result<()> {
+        let gy = self.out_grad(i)?;
+        let g = geometry(self.nodes[x as usize].shape, &p)?;
+        if let Some(gx) = self.grad_of(x) {
+            self.exec([gy], gx, |[gy], gx| k::pad_backward(&g, gy, gx))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! Benchmark (not a test): instructions per multiply-accumulate of the conv kernels on
+//! thumbv6m, f32 (soft-float) against Q16.16, counted by SysTick under QEMU
+//! `-icount shift=6` (one tick = 40 / 2^6 = 0.625 instructions on the MPS2 boards;
+//! SysTick wraps every 2^24 ticks, so a handler counts the wraps).
+//!
+//! Workload: W1's second convolution without padding, so every output has all taps:
+//! batch 1, 8 -> 16 channels, 3x3, 10x10 input, 8x8 output = 73,728 MACs per pass.
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use cortex_m::peripheral::syst::SystClkSource;
+use cortex_m_rt::{entry, exception};
+use torchlet::kernels::conv::ConvGeom;
+use torchlet::{Scalar, Q16};
+use torchlet_determinism_m0::exit;
+
+static WRAPS: AtomicU32 = AtomicU32::new(0);
+
+#[exception]
+fn SysTick() {
+    // Only this handler writes WRAPS; load + store is enough on a single core (no CAS
+    // on thumbv6m).
+    WRAPS.store(WRAPS.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// SysTick ticks since start (counts down from 0xFF_FFFF, then wraps).
+fn ticks() -> u64 {
+    loop {
+        let w = WRAPS.load(Ordering::Relaxed);
+        let c = cortex_m::peripheral::SYST::get_current();
+        if WRAPS.load(Ordering::Relaxed) == w {
+            return w as u64 * (1 << 24) + (0xFF_FFFF - c) as u64;
+        }
+    }
+}
+
+/// Instructions spent in `f` (ticks * 0.625).
+fn instructions(f: impl FnOnce()) -> u64 {
+    let t0 = ticks();
+    f();
+    (ticks() - t0) * 40 / 64
+}
+
+const G: ConvGeom = ConvGeom {
+    n: 1,
+    c_in: 8,
+    h: 10,
+    w: 10,
+    c_out: 16,
+    kh: 3,
+    kw: 3,
+    oh: 8,
+    ow: 8,
+    stride: [1, 1],
+    pad: [0, 0],
+    dil: [1, 1],
+    groups: 1,
+};
+const MACS: u64 = 16 * 8 * 9 * 64;
+
+/// Instructions per MAC of forward, backward-input and backward-weight in `S`.
+fn per_mac<S: Scalar>(x: &mut [S], w: &mut [S], y: &mut [S]) -> [u64; 3] {
+    // Deterministic data in [-1, 1): real values, converted by the type's rule.
+    let mut s = 12345u32;
+    for v in x.iter_mut().chain(w.iter_mut()).chain(y.iter_mut()) {
+        s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        *v = S::from_f32((s >> 8) as f32 / 8_388_608.0 - 1.0);
+    }
+    let fwd = instructions(|| S::conv2d_forward(&G, x, w, None, y));
+    let bwi = instructions(|| S::conv2d_backward_input(&G, y, w, x));
+    let bww = instructions(|| S::conv2d_backward_weight(&G, y, x, w));
+    // Scaled by 100 to print two decimals without floats.
+    [fwd * 100 / MACS, bwi * 100 / MACS, bww * 100 / MACS]
+}
+
+fn show(name: &str, v: [u64; 3]) {
+    semihosting::println!(
+        "{:7} instructions/MAC  forward {}.{:02}  backward-input {}.{:02}  backward-weight {}.{:02}",
+        name,
+        v[0] / 100,
+        v[0] % 100,
+        v[1] / 100,
+        v[1] % 100,
+        v[2] / 100,
+        v[2] % 100
+    );
+}
+
+#[entry]
+fn main() -> ! {
+    let mut p = cortex_m::Peripherals::take().unwrap_or_else(|| exit(5));
+    p.SYST.set_clock_source(SystClkSource::Core);
+    p.SYST.set_reload(0xFF_FFFF);
+    p.SYST.clear_current();
+    p.SYST.enable_interrupt();
+    p.SYST.enable_counter();
+
+    let (mut xf, mut wf, mut yf) = ([0f32; 8 * 100], [0f32; 16 * 8 * 9], [0f32; 16 * 64]);
+    let (mut xq, mut wq, mut yq) = ([Q16(0); 8 * 100], [Q16(0); 16 * 8 * 9], [Q16(0); 16 * 64]);
+    semihosting::println!(
+        "conv 8->16 3x3 on 10x10 (no padding), {} MACs per pass, thumbv6m",
+        MACS
+    );
+    let f = per_mac(&mut xf, &mut wf, &mut yf);
+    let q = per_mac(&mut xq, &mut wq, &mut yq);
+    show("f32", f);
+    show("q16.16", q);
+    let ratio = |a: u64, b: u64| a * 100 / b.max(1);
+    let r = [ratio(f[0], q[0]), ratio(f[1], q[1]), ratio(f[2], q[2])];
+    show("ratio", r);
+    semihosting::println!("(ratio = f32 instructions / q16.16 instructions; goal >= 10)");
+    exit(0)
+}

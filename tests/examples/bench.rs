@@ -1,0 +1,440 @@
+//! Benchmark harness (prints numbers, asserts nothing): W1 "digits-fcn" training steps
+//! and inference in torchlet, optionally side by side with PyTorch eager, plus per-kernel
+//! figures for W1's three convolutions.
+//!
+//! ```text
+//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels]
+//! RUSTFLAGS="-C target-cpu=native" cargo run --release -p torchlet-tests --example bench
+//! ```
+//!
+//! - Every figure is given as wall time and as the thread's CPU time (which leaves out
+//!   time slices lost to other processes: on a busy machine compare CPU times).
+//! - A training step is zero_grad + forward + cross-entropy + backward + SGD (lr 0.01,
+//!   momentum 0.9) + end_step; inference is one forward pass with gradients off. Each
+//!   figure is the median of many timed iterations after warm-up.
+//! - `--pytorch` runs `tests/golden/bench_pytorch.py` (one thread) between torchlet
+//!   rounds, so both see the same machine load; the table shows the median over rounds.
+//! - Kernel figures: GFLOP/s counts 2 FLOP per multiply-accumulate of the dense
+//!   convolution (padding taps included, as PyTorch's profilers count). The peak is
+//!   measured by a loop of independent multiply-adds compiled with the same flags
+//!   (this build's SIMD width), and the nominal peak is the clock from /proc/cpuinfo
+//!   times 32 FLOP/cycle (two 256-bit FMA pipes) when the CPU has AVX2 and FMA.
+
+use std::hint::black_box;
+use std::process::Command;
+use std::time::Instant;
+use torchlet::init::Rng;
+use torchlet::kernels::conv::{self, ConvGeom};
+use torchlet::nn::digits_fcn;
+use torchlet::optim::Sgd;
+use torchlet::{Graph, Scalar};
+use torchlet_tests::train::{plan_bytes, TAPE};
+
+/// One W1 case: name, batch, height, width, timed training iterations.
+const CASES: [(&str, usize, usize, usize, usize); 3] = [
+    ("b1-28x28", 1, 28, 28, 400),
+    ("b32-28x28", 32, 28, 28, 40),
+    ("b1-12x20", 1, 12, 20, 400),
+];
+
+/// Microseconds of CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_us() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 * 1e-3
+}
+
+/// A wall-clock and a thread-CPU-time median, in microseconds.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    wall: f64,
+    cpu: f64,
+}
+
+/// Median wall and CPU time of `f` over `iters` timed calls after warm-up. CPU time
+/// leaves out time slices lost to other processes on a loaded machine.
+fn median_us(iters: usize, mut f: impl FnMut()) -> Timing {
+    for _ in 0..(iters / 10).max(5) {
+        f();
+    }
+    let (mut wall, mut cpu) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    for _ in 0..iters {
+        let c = thread_cpu_us();
+        let t = Instant::now();
+        f();
+        wall.push(t.elapsed().as_secs_f64() * 1e6);
+        cpu.push(thread_cpu_us() - c);
+    }
+    Timing {
+        wall: median(&mut wall),
+        cpu: median(&mut cpu),
+    }
+}
+
+/// Median microseconds per training step and per inference for one W1 case.
+fn torchlet_case(batch: usize, h: usize, w: usize, iters: usize) -> (Timing, Timing) {
+    let bytes = plan_bytes(batch, h, w).expect("plan");
+    let mut arena = vec![0.0f32; bytes / 4];
+    let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+    let mut rng = Rng::new(0);
+    let model = digits_fcn(&mut g, &mut rng).expect("model");
+    let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).expect("sgd");
+    let input: Vec<f32> = (0..batch * h * w)
+        .map(|i| ((i * 7919) % 256) as f32 / 255.0)
+        .collect();
+    let labels: Vec<usize> = (0..batch).map(|i| i % 10).collect();
+    let train = median_us(iters, || {
+        g.zero_grad();
+        let x = g.input(&[batch, 1, h, w], &input).expect("input");
+        let logits = model.forward(&mut g, x).expect("forward");
+        let loss = g.cross_entropy(logits, &labels).expect("loss");
+        g.backward(loss).expect("backward");
+        sgd.step(&mut g).expect("step");
+        g.end_step();
+    });
+    g.set_grad_enabled(false);
+    let infer = median_us(iters.max(400), || {
+        let x = g.input(&[batch, 1, h, w], &input).expect("input");
+        black_box(model.forward(&mut g, x).expect("forward"));
+        g.end_step();
+    });
+    (train, infer)
+}
+
+/// Median microseconds of each layer's forward, the loss, backward and the SGD step
+/// of one W1 training step (`--layers`): where the time goes.
+fn layer_profile(batch: usize, h: usize, w: usize, iters: usize) {
+    let bytes = plan_bytes(batch, h, w).expect("plan");
+    let mut arena = vec![0.0f32; bytes / 4];
+    let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+    let mut rng = Rng::new(0);
+    let model = digits_fcn(&mut g, &mut rng).expect("model");
+    let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).expect("sgd");
+    let input: Vec<f32> = (0..batch * h * w)
+        .map(|i| ((i * 7919) % 256) as f32 / 255.0)
+        .collect();
+    let labels: Vec<usize> = (0..batch).map(|i| i % 10).collect();
+    let layers = model.layers();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); layers.len() + 3];
+    for it in 0..iters + 5 {
+        g.zero_grad();
+        let mut x = g.input(&[batch, 1, h, w], &input).expect("input");
+        let mut lap = thread_cpu_us();
+        let mut record = |k: usize, lap: &mut f64| {
+            if it >= 5 {
+                times[k].push(thread_cpu_us() - *lap);
+            }
+            *lap = thread_cpu_us();
+        };
+        for (k, layer) in layers.iter().enumerate() {
+            x = layer.forward(&mut g, x).expect("layer");
+            record(k, &mut lap);
+        }
+        let loss = g.cross_entropy(x, &labels).expect("loss");
+        record(layers.len(), &mut lap);
+        g.backward(loss).expect("backward");
+        record(layers.len() + 1, &mut lap);
+        sgd.step(&mut g).expect("step");
+        g.end_step();
+        record(layers.len() + 2, &mut lap);
+    }
+    println!("\nW1 step at batch {batch}, {h}x{w}: median microseconds of thread CPU time per part");
+    for (k, t) in times.iter_mut().enumerate() {
+        let name = match k {
+            _ if k < layers.len() => format!("forward {:?}", layers[k]),
+            _ if k == layers.len() => "cross-entropy".to_string(),
+            _ if k == layers.len() + 1 => "backward (all layers)".to_string(),
+            _ => "SGD step + end_step".to_string(),
+        };
+        let name: String = name.chars().take(60).collect();
+        println!("{:>10.1}  {name}", median(t));
+    }
+}
+
+/// Runs the PyTorch script once and returns (case, train, infer) per line.
+fn pytorch_round() -> Result<Vec<(String, Timing, Timing)>, String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/bench_pytorch.py");
+    let out = Command::new("python3")
+        .args([script, "--momentum", "0.9"])
+        .output()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "bench_pytorch.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).map_err(|e| format!("{e}: {l}"))?;
+            let f = |k: &str| v[k].as_f64().ok_or(format!("no {k} in {l}"));
+            let train = Timing {
+                wall: f("train_us")?,
+                cpu: f("train_cpu_us")?,
+            };
+            let infer = Timing {
+                wall: f("infer_us")?,
+                cpu: f("infer_cpu_us")?,
+            };
+            Ok((v["case"].as_str().unwrap_or("?").to_string(), train, infer))
+        })
+        .collect()
+}
+
+/// Prints one table of medians over rounds, of wall or of CPU time.
+fn print_table(
+    title: &str,
+    ours: &[Vec<(Timing, Timing)>],
+    theirs: &[Vec<(Timing, Timing)>],
+    pick: fn(&Timing) -> f64,
+) {
+    println!("\n{title}");
+    println!(
+        "{:<10} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}",
+        "case", "train", "torch train", "ratio", "infer", "torch infer", "ratio"
+    );
+    let med = |v: &[(Timing, Timing)], k: usize| {
+        let mut xs: Vec<f64> = v.iter().map(|r| pick(if k == 0 { &r.0 } else { &r.1 })).collect();
+        median(&mut xs)
+    };
+    for (i, c) in CASES.iter().enumerate() {
+        if ours[i].is_empty() {
+            continue;
+        }
+        let (t, inf) = (med(&ours[i], 0), med(&ours[i], 1));
+        if theirs[i].is_empty() {
+            println!(
+                "{:<10} {t:>12.1} {:>12} {:>8} {inf:>12.1} {:>12} {:>8}",
+                c.0, "-", "-", "-", "-"
+            );
+        } else {
+            let (pt, pi) = (med(&theirs[i], 0), med(&theirs[i], 1));
+            println!(
+                "{:<10} {t:>12.1} {pt:>12.1} {:>8.2} {inf:>12.1} {pi:>12.1} {:>8.2}",
+                c.0,
+                t / pt,
+                inf / pi
+            );
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// W1's three convolutions at batch `n` and 28x28 input.
+fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
+    let geom = |c_in, c_out, hw| ConvGeom {
+        n,
+        c_in,
+        h: hw,
+        w: hw,
+        c_out,
+        kh: 3,
+        kw: 3,
+        oh: hw,
+        ow: hw,
+        stride: [1, 1],
+        pad: [1, 1],
+        dil: [1, 1],
+        groups: 1,
+    };
+    [
+        ("conv1 1->8 28x28", geom(1, 8, 28)),
+        ("conv2 8->16 14x14", geom(8, 16, 14)),
+        ("conv3 16->32 7x7", geom(16, 32, 7)),
+    ]
+}
+
+/// GFLOP/s of a loop of independent multiply-adds: this build's attainable peak. The
+/// best of many short blocks, so that time slices lost to other processes do not count.
+fn measured_peak_gflops() -> f64 {
+    let (m, c) = (black_box(0.999_f32), black_box(1e-3_f32));
+    let iters = 20_000usize;
+    let mut best = 0.0f64;
+    for _ in 0..300 {
+        let mut acc = black_box([[0.5f32; 8]; 6]);
+        let t = Instant::now();
+        for _ in 0..iters {
+            for a in acc.iter_mut() {
+                for v in a.iter_mut() {
+                    *v = *v * m + c;
+                }
+            }
+        }
+        black_box(&acc);
+        best = best.max((iters * 6 * 8 * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
+}
+
+/// Clock (GHz) and model name from /proc/cpuinfo, and whether it has AVX2 and FMA.
+fn cpu_info() -> (String, f64, bool) {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |k: &str| {
+        text.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let ghz = field("cpu MHz").parse::<f64>().unwrap_or(0.0) / 1000.0;
+    let flags = field("flags");
+    let wide = flags.split(' ').any(|f| f == "avx2") && flags.split(' ').any(|f| f == "fma");
+    (field("model name"), ghz, wide)
+}
+
+type ConvKernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
+
+fn kernel_table(peak: f64, quick: bool) {
+    let fwd_generic: ConvKernel = |g, x, w, y| conv::conv2d_forward(g, x, w, None, y);
+    let fwd_f32: ConvKernel = |g, x, w, y| f32::conv2d_forward(g, x, w, None, y);
+    let kernels: [(&str, ConvKernel, ConvKernel); 3] = [
+        ("forward", fwd_generic, fwd_f32),
+        (
+            "backward-input",
+            conv::conv2d_backward_input,
+            f32::conv2d_backward_input,
+        ),
+        (
+            "backward-weight",
+            conv::conv2d_backward_weight,
+            f32::conv2d_backward_weight,
+        ),
+    ];
+    println!("\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)");
+    println!(
+        "{:<20} {:>5} {:<16} {:>10} {:>8} {:>10} {:>8} {:>8}",
+        "layer", "batch", "kernel", "generic", "%peak", "f32", "%peak", "speedup"
+    );
+    for n in [1usize, 32] {
+        for (name, g) in w1_convs(n) {
+            let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
+            let x: Vec<f32> = (0..g.n * g.c_in * g.h * g.w)
+                .map(|i| (i % 13) as f32 * 0.1 - 0.6)
+                .collect();
+            let wt: Vec<f32> = (0..g.c_out * g.c_in / g.groups * 9)
+                .map(|i| (i % 7) as f32 * 0.1 - 0.3)
+                .collect();
+            let gy: Vec<f32> = (0..g.n * g.c_out * g.oh * g.ow)
+                .map(|i| (i % 5) as f32 * 0.1 - 0.2)
+                .collect();
+            let iters = if quick {
+                20
+            } else {
+                (20_000_000.0 / flops).clamp(20.0, 5000.0) as usize
+            };
+            for (kname, generic, special) in kernels {
+                let run = |k: ConvKernel| {
+                    let (a, b, mut out) = match kname {
+                        "forward" => (&x, &wt, vec![0.0f32; gy.len()]),
+                        "backward-input" => (&gy, &wt, vec![0.0f32; x.len()]),
+                        _ => (&gy, &x, vec![0.0f32; wt.len()]),
+                    };
+                    let us = median_us(iters, || k(&g, black_box(a), black_box(b), black_box(&mut out))).cpu;
+                    flops / us / 1e3
+                };
+                let (gg, gs) = (run(generic), run(special));
+                println!(
+                    "{:<20} {:>5} {:<16} {:>10.2} {:>7.1}% {:>10.2} {:>7.1}% {:>7.1}x",
+                    name,
+                    n,
+                    kname,
+                    gg,
+                    100.0 * gg / peak,
+                    gs,
+                    100.0 * gs / peak,
+                    gs / gg
+                );
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let with_torch = args.iter().any(|a| a == "--pytorch");
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = args
+        .iter()
+        .position(|a| a == "--case")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let rounds: usize = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if with_torch { 3 } else { 1 });
+    if args.iter().any(|a| a == "--layers") {
+        for &(_, b, h, w, iters) in &CASES {
+            layer_profile(b, h, w, iters / 4);
+        }
+        return;
+    }
+    let (model, ghz, wide) = cpu_info();
+    let simd = if cfg!(target_feature = "avx2") {
+        "AVX2"
+    } else if cfg!(target_feature = "avx") {
+        "AVX"
+    } else {
+        "SSE2 (default)"
+    };
+    println!("machine: {model}, {ghz:.3} GHz, 1 thread; build SIMD: {simd}");
+    let peak = measured_peak_gflops();
+    print!("peak: measured {peak:.1} GFLOP/s (independent multiply-adds, this build)");
+    if wide {
+        println!(
+            "; nominal {:.1} GFLOP/s ({ghz:.2} GHz x 32 FLOP/cycle, AVX2 FMA x2)",
+            ghz * 32.0
+        );
+    } else {
+        println!();
+    }
+
+    let mut ours: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
+    let mut theirs: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
+    let kernels_only = args.iter().any(|a| a == "--kernels");
+    for round in 0..if kernels_only { 0 } else { rounds } {
+        for (i, &(name, b, h, w, iters)) in CASES.iter().enumerate() {
+            if only.as_deref().is_some_and(|o| o != name) {
+                continue;
+            }
+            let iters = if quick { iters / 10 } else { iters };
+            let r = torchlet_case(b, h, w, iters);
+            eprintln!("round {round} torchlet {name}: train {:?}, infer {:?}", r.0, r.1);
+            ours[i].push(r);
+        }
+        if with_torch {
+            match pytorch_round() {
+                Ok(rows) => {
+                    for (case, t, inf) in rows {
+                        eprintln!("round {round} pytorch {case}: train {t:?}, infer {inf:?}");
+                        if let Some(i) = CASES.iter().position(|c| c.0 == case) {
+                            theirs[i].push((t, inf));
+                        }
+                    }
+                }
+                Err(e) => eprintln!("pytorch skipped: {e}"),
+            }
+        }
+    }
+
+    let title = format!("W1 digits-fcn, median of {rounds} round(s), microseconds");
+    print_table(&format!("{title} of wall time"), &ours, &theirs, |t| t.wall);
+    print_table(&format!("{title} of thread CPU time"), &ours, &theirs, |t| t.cpu);
+    println!("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
+    if only.is_none() {
+        kernel_table(peak, quick);
+    }
+}

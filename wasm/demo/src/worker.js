@@ -1,0 +1,107 @@
+// The training worker: owns the torchlet model, so the page never freezes. It trains
+// in chunks of steps and yields between chunks, so predictions, plans and fine-tuning
+// requests from the page are answered while training runs.
+import init, { Model } from './pkg/torchlet.js';
+import { parseDigits, croppedDigits, batches, rng, heldOutAccuracy } from './digits.js';
+
+let model = null;
+let data = null;
+let training = false;
+
+const post = (m) => self.postMessage(m);
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+async function setup() {
+  const t0 = performance.now();
+  await init();
+  const buf = await (await fetch('data/digits.bin')).arrayBuffer();
+  data = croppedDigits(parseDigits(buf));
+  model = Model.w1(1, 0.1, 0.9, 0);
+  post({
+    type: 'ready',
+    train: data.train.length,
+    test: data.test.length,
+    params: model.numParameters,
+    arenaBytes: model.arenaBytes,
+    ms: performance.now() - t0,
+  });
+}
+
+async function train({ epochs, batch, lr, evalEvery }) {
+  if (training) return;
+  training = true;
+  const stream = batches(data.train, batch, rng(1));
+  const stepsPerEpoch = Math.ceil(data.train.length / batch) + 10; // bucket remainders
+  const total = epochs * stepsPerEpoch;
+  let step = 0, lossSum = 0, accSum = 0, n = 0, busy = 0;
+  const t0 = performance.now();
+  while (step < total && training) {
+    const c0 = performance.now();
+    for (let k = 0; k < 10 && step < total; k++, step++) {
+      // Step decay: the last third of the run at a tenth of the rate.
+      model.lr = step < (2 * total) / 3 ? lr : lr / 10;
+      const b = stream.next().value;
+      const s = model.trainStep(b.x, b.n, b.h, b.w, b.labels);
+      lossSum += s.loss;
+      accSum += s.accuracy;
+      n++;
+    }
+    busy += performance.now() - c0;
+    post({
+      type: 'progress', step, total, loss: lossSum / n, trainAcc: accSum / n,
+      stepsPerSec: (1000 * step) / busy, usPerStep: (1000 * busy) / step,
+      elapsed: (performance.now() - t0) / 1000,
+    });
+    lossSum = accSum = n = 0;
+    if (step % evalEvery < 10 || step >= total) {
+      post({ type: 'eval', step, acc: heldOutAccuracy(model, data.test) });
+    }
+    await tick();
+  }
+  training = false;
+  post({ type: 'done', step });
+}
+
+function planOf(h, w) {
+  const p = model.plan(1, h, w);
+  const j = JSON.parse(p.toJSON());
+  p.free();
+  return j;
+}
+
+const handlers = {
+  init: setup,
+  train,
+  stop() { training = false; },
+  predict({ x, h, w }) {
+    const plan = planOf(h, w);
+    const probs = Array.from(model.predict(x, 1, h, w));
+    return { type: 'prediction', h, w, probs, plan };
+  },
+  plan({ h, w }) {
+    return { type: 'plan', h, w, plan: planOf(h, w) };
+  },
+  finetune({ x, h, w, label, steps = 5, lr = 0.01 }) {
+    const keep = model.lr;
+    model.lr = lr;
+    let loss = NaN;
+    try {
+      for (let i = 0; i < steps; i++) loss = model.trainStep(x, 1, h, w, new Uint32Array([label])).loss;
+    } finally {
+      model.lr = keep;
+    }
+    const probs = Array.from(model.predict(x, 1, h, w));
+    return { type: 'finetuned', h, w, label, loss, probs };
+  },
+};
+
+self.onmessage = async (e) => {
+  const { id, type } = e.data;
+  try {
+    const r = await handlers[type](e.data);
+    if (r) post({ ...r, id });
+  } catch (err) {
+    // Engine errors arrive as JS Errors carrying the engine's message.
+    post({ type: 'error', id, request: type, message: err instanceof Error ? err.message : String(err) });
+  }
+};

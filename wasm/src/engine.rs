@@ -1,0 +1,294 @@
+//! The model behind the JS class, in plain Rust (testable on the host): a network, its
+//! SGD optimizer and an owned arena. Every call validates through the engine and ends
+//! its step whatever happened, so an error leaves the model usable.
+
+use crate::owned::{OwnedGraph, TAPE};
+use crate::spec::{layer_name, NetSpec, SpecError};
+use torchlet::init::Rng;
+use torchlet::nn::Layer;
+use torchlet::optim::Sgd;
+use torchlet::{Error, Graph, Tensor};
+
+/// Arena size when the caller passes 0: the plan of a batch of this many 28x28 images.
+pub const AUTO_BATCH: usize = 32;
+
+/// One layer's output in a plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedLayer {
+    /// `"conv2d"`, `"relu"`, ...
+    pub name: &'static str,
+    /// Output shape, NCHW or `[N, F]`.
+    pub shape: Vec<usize>,
+}
+
+/// What a step at one size needs, from running the same code on a meta graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Arena bytes for a training step (forward, backward, SGD), parameters included.
+    pub train_bytes: usize,
+    /// Arena bytes for a prediction (forward without gradients), parameters included.
+    pub infer_bytes: usize,
+    /// Bytes of parameters, gradients and optimizer state (the long-lived end).
+    pub persistent_bytes: usize,
+    /// Output of every layer, in order.
+    pub layers: Vec<PlannedLayer>,
+}
+
+/// Runs the forward of `layers`, recording each output shape when `shapes` is given.
+fn forward<const N: usize>(
+    g: &mut Graph<'_, f32, N>,
+    layers: &[Layer],
+    mut x: Tensor,
+    mut shapes: Option<&mut Vec<PlannedLayer>>,
+) -> Result<Tensor, Error> {
+    for l in layers {
+        x = l.forward(g, x)?;
+        if let Some(s) = shapes.as_deref_mut() {
+            s.push(PlannedLayer {
+                name: layer_name(l),
+                shape: g.shape(x)?.dims().to_vec(),
+            });
+        }
+    }
+    Ok(x)
+}
+
+/// The meta plan of `spec` for a `[batch, C, h, w]` input with SGD of this momentum.
+pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> Result<Plan, SpecError> {
+    let dims = [batch, spec.in_channels(), h, w];
+    // Training: parameters, optimizer state, forward, loss, backward, update.
+    let mut g: Graph<f32, TAPE> = Graph::meta(usize::MAX);
+    let layers = spec.build(&mut g, &mut Rng::new(0))?;
+    let mut sgd = Sgd::new(&mut g, 0.01, momentum, 0.0)?;
+    let persistent_bytes = g.arena().persistent_bytes();
+    let x = g.input(&dims, &[])?;
+    let mut shapes = Vec::new();
+    let logits = forward(&mut g, &layers, x, Some(&mut shapes))?;
+    let loss = g.cross_entropy(logits, &[])?;
+    g.backward(loss)?;
+    sgd.step(&mut g)?;
+    let train_bytes = g.arena().high_water_bytes();
+    // Inference: the same parameters and state, forward only without gradients.
+    g.end_step();
+    g.reset_high_water();
+    g.set_grad_enabled(false);
+    let x = g.input(&dims, &[])?;
+    forward(&mut g, &layers, x, None)?;
+    let infer_bytes = g.arena().high_water_bytes();
+    Ok(Plan {
+        train_bytes,
+        infer_bytes,
+        persistent_bytes,
+        layers: shapes,
+    })
+}
+
+/// Result of one training step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepStats {
+    /// Mean cross-entropy of the batch before the update.
+    pub loss: f32,
+    /// Share of the batch whose largest logit was the label, before the update.
+    pub accuracy: f32,
+}
+
+/// A network with its optimizer and its own arena.
+pub struct Engine {
+    g: OwnedGraph,
+    spec: NetSpec,
+    layers: Vec<Layer>,
+    sgd: Sgd,
+    labels: Vec<usize>,
+    /// Statistics of the last successful training step.
+    pub last: Option<StepStats>,
+    /// Training steps taken.
+    pub steps: u64,
+}
+
+impl Engine {
+    /// Builds `spec` with SGD (`lr`, `momentum`) over an arena of `arena_bytes`
+    /// (0: the plan of a batch of [`AUTO_BATCH`] 28x28 images).
+    pub fn new(
+        spec: NetSpec,
+        seed: u64,
+        lr: f32,
+        momentum: f32,
+        arena_bytes: usize,
+    ) -> Result<Self, SpecError> {
+        let bytes = if arena_bytes == 0 {
+            plan(&spec, momentum, AUTO_BATCH, 28, 28)?.train_bytes
+        } else {
+            arena_bytes
+        };
+        let mut g = OwnedGraph::new(bytes.div_ceil(4));
+        let built = g.with(|g| -> Result<_, SpecError> {
+            let layers = spec.build(g, &mut Rng::new(seed))?;
+            let sgd = Sgd::new(g, lr, momentum, 0.0)?;
+            Ok((layers, sgd))
+        });
+        let (layers, sgd) = built?;
+        Ok(Engine {
+            g,
+            spec,
+            layers,
+            sgd,
+            labels: Vec::new(),
+            last: None,
+            steps: 0,
+        })
+    }
+
+    /// The network description.
+    pub fn spec(&self) -> &NetSpec {
+        &self.spec
+    }
+
+    /// The SGD settings (momentum matters for plans).
+    pub fn sgd(&mut self) -> &mut Sgd {
+        &mut self.sgd
+    }
+
+    /// Arena capacity in bytes.
+    pub fn arena_bytes(&self) -> usize {
+        self.g.get().arena().capacity_bytes()
+    }
+
+    /// Most arena bytes used by any step so far (parameters included).
+    pub fn high_water_bytes(&self) -> usize {
+        self.g.get().arena().high_water_bytes()
+    }
+
+    /// Number of parameter scalars.
+    pub fn num_parameters(&self) -> usize {
+        let g = self.g.get();
+        (0..g.num_params())
+            .filter_map(|i| g.param_handle(i))
+            .filter_map(|t| g.shape(t).ok())
+            .map(|s| s.numel())
+            .sum()
+    }
+
+    /// The plan of this network at `[batch, C, h, w]`.
+    pub fn plan(&self, batch: usize, h: usize, w: usize) -> Result<Plan, SpecError> {
+        plan(&self.spec, self.sgd.momentum, batch, h, w)
+    }
+
+    /// One SGD step on `batch` images of `h x w` (`x` is `[batch, C, h, w]`, row-major).
+    pub fn train_step(
+        &mut self,
+        x: &[f32],
+        batch: usize,
+        h: usize,
+        w: usize,
+        labels: &[u32],
+    ) -> Result<StepStats, Error> {
+        self.labels.clear();
+        self.labels.extend(labels.iter().map(|&l| l as usize));
+        let dims = [batch, self.spec.in_channels(), h, w];
+        let (layers, sgd, targets) = (&self.layers, &mut self.sgd, &self.labels);
+        let r = self.g.with(|g| {
+            let r = (|| {
+                g.zero_grad();
+                let x = g.input(&dims, x)?;
+                let logits = forward(g, layers, x, None)?;
+                let loss = g.cross_entropy(logits, targets)?;
+                let correct = count_correct(g.data(logits)?, targets);
+                let loss_v = g.data(loss)?[0];
+                g.backward(loss)?;
+                sgd.step(g)?;
+                Ok(StepStats {
+                    loss: loss_v,
+                    accuracy: correct as f32 / batch as f32,
+                })
+            })();
+            g.end_step();
+            r
+        });
+        if let Ok(s) = r {
+            self.last = Some(s);
+            self.steps += 1;
+        }
+        r
+    }
+
+    /// Class probabilities (softmax of the logits), `[batch, classes]` row-major.
+    pub fn predict(&mut self, x: &[f32], batch: usize, h: usize, w: usize) -> Result<Vec<f32>, Error> {
+        let dims = [batch, self.spec.in_channels(), h, w];
+        let layers = &self.layers;
+        self.g.with(|g| {
+            g.set_grad_enabled(false);
+            let r = (|| {
+                let x = g.input(&dims, x)?;
+                let logits = forward(g, layers, x, None)?;
+                let l = g.data(logits)?;
+                let classes = l.len() / batch.max(1);
+                let mut p = Vec::with_capacity(l.len());
+                for row in l.chunks_exact(classes.max(1)) {
+                    softmax_into(row, &mut p);
+                }
+                Ok(p)
+            })();
+            g.end_step();
+            g.set_grad_enabled(true);
+            r
+        })
+    }
+
+    /// Share of `count` images (`h x w` each) whose prediction is the label, evaluated
+    /// one image at a time so the arena a batch-1 step needs suffices.
+    pub fn evaluate(
+        &mut self,
+        x: &[f32],
+        count: usize,
+        h: usize,
+        w: usize,
+        labels: &[u32],
+    ) -> Result<f32, Error> {
+        let per = self.spec.in_channels() * h * w;
+        if labels.len() != count {
+            return Err(Error::ShapeMismatch {
+                op: "evaluate",
+                what: "number of labels vs count",
+                expected: count,
+                found: labels.len(),
+            });
+        }
+        if Some(x.len()) != count.checked_mul(per) {
+            return Err(Error::ShapeMismatch {
+                op: "evaluate",
+                what: "data length vs count*channels*height*width",
+                expected: count.saturating_mul(per),
+                found: x.len(),
+            });
+        }
+        let mut correct = 0usize;
+        for (img, &label) in x.chunks_exact(per.max(1)).zip(labels) {
+            let p = self.predict(img, 1, h, w)?;
+            correct += count_correct(&p, &[label as usize]);
+        }
+        Ok(correct as f32 / count.max(1) as f32)
+    }
+}
+
+/// Rows of `logits` (`targets.len()` of them) whose largest entry is the target.
+fn count_correct(logits: &[f32], targets: &[usize]) -> usize {
+    let c = logits.len() / targets.len().max(1);
+    logits
+        .chunks_exact(c.max(1))
+        .zip(targets)
+        .filter(|(row, &t)| argmax(row) == t)
+        .count()
+}
+
+fn argmax(row: &[f32]) -> usize {
+    (0..row.len())
+        .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+        .unwrap_or(0)
+}
+
+/// Appends the softmax of one row of logits (around its maximum, in f64).
+fn softmax_into(row: &[f32], out: &mut Vec<f32>) {
+    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let z: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
+    out.extend(row.iter().map(|&v| ((v as f64 - m).exp() / z) as f32));
+}

@@ -1,0 +1,240 @@
+//! Networks described from JavaScript: W1 or a short list of layer specs (JSON), turned
+//! into the engine's own [`Layer`]s. No math here: only channel bookkeeping so that
+//! each layer can be created with the right number of inputs.
+//!
+//! ```json
+//! [ {"type": "conv2d", "out_channels": 8, "kernel_size": 3, "padding": 1},
+//!   {"type": "relu"}, {"type": "max_pool2d", "kernel_size": 2},
+//!   {"type": "global_avg_pool2d"}, {"type": "flatten"},
+//!   {"type": "linear", "out_features": 10} ]
+//! ```
+
+use serde::Deserialize;
+use torchlet::init::Rng;
+use torchlet::nn::{digits_fcn, Conv2d, Layer, Linear};
+use torchlet::{Conv2dParams, Error, Graph, Pool2dParams};
+
+/// Most layers a JS-described network may have (keeps the tape within `owned::TAPE`).
+pub const MAX_LAYERS: usize = 32;
+
+/// One layer as JavaScript writes it (`snake_case` names, PyTorch's argument names).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LayerSpec {
+    /// `nn.Conv2d(in, out_channels, kernel_size, stride, padding, bias=True)`.
+    Conv2d {
+        /// Output channels.
+        out_channels: usize,
+        /// Square kernel side.
+        kernel_size: usize,
+        /// Stride (default 1).
+        #[serde(default = "one")]
+        stride: usize,
+        /// Zero padding on each side (default 0).
+        #[serde(default)]
+        padding: usize,
+    },
+    /// `nn.ReLU`.
+    Relu,
+    /// `nn.LeakyReLU(negative_slope)`.
+    LeakyRelu {
+        /// Slope for negative inputs (default 0.01).
+        #[serde(default = "leaky")]
+        negative_slope: f32,
+    },
+    /// `nn.Sigmoid`.
+    Sigmoid,
+    /// `nn.Tanh`.
+    Tanh,
+    /// `nn.MaxPool2d(kernel_size, stride=kernel_size)`.
+    MaxPool2d {
+        /// Square window side.
+        kernel_size: usize,
+        /// Stride (default: the kernel size).
+        stride: Option<usize>,
+    },
+    /// `nn.AvgPool2d(kernel_size, stride=kernel_size)`.
+    AvgPool2d {
+        /// Square window side.
+        kernel_size: usize,
+        /// Stride (default: the kernel size).
+        stride: Option<usize>,
+    },
+    /// `nn.AdaptiveAvgPool2d(1)`: any spatial size to 1x1.
+    GlobalAvgPool2d,
+    /// `nn.Flatten()` (from dimension 1).
+    Flatten,
+    /// `nn.Linear(in, out_features)`; the input width is inferred and must be known,
+    /// i.e. the linear layer follows a global average pool (and a flatten).
+    Linear {
+        /// Output features.
+        out_features: usize,
+    },
+}
+
+fn one() -> usize {
+    1
+}
+fn leaky() -> f32 {
+    0.01
+}
+
+/// What network to build.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NetSpec {
+    /// W1 "digits-fcn" from `torchlet::nn::digits_fcn` (1 input channel, 10 classes).
+    W1,
+    /// Layers described from JS, with the input's channel count.
+    Layers {
+        /// Input channels.
+        in_channels: usize,
+        /// The layers in order.
+        layers: Vec<LayerSpec>,
+    },
+}
+
+/// Reasons a JSON spec is refused before the engine sees it.
+#[derive(Debug)]
+pub enum SpecError {
+    /// Not valid JSON for a list of layers.
+    Json(String),
+    /// The engine refused a layer.
+    Engine(Error),
+    /// A structural problem (empty, too long, linear width unknown).
+    Invalid(String),
+}
+
+impl From<Error> for SpecError {
+    fn from(e: Error) -> Self {
+        SpecError::Engine(e)
+    }
+}
+
+impl core::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SpecError::Json(m) => write!(f, "layer spec: {m}"),
+            SpecError::Engine(e) => write!(f, "{e}"),
+            SpecError::Invalid(m) => write!(f, "layer spec: {m}"),
+        }
+    }
+}
+
+impl NetSpec {
+    /// Parses a JSON array of [`LayerSpec`]s.
+    pub fn from_json(in_channels: usize, json: &str) -> Result<Self, SpecError> {
+        let layers: Vec<LayerSpec> =
+            serde_json::from_str(json).map_err(|e| SpecError::Json(e.to_string()))?;
+        if layers.is_empty() || layers.len() > MAX_LAYERS {
+            return Err(SpecError::Invalid(format!(
+                "expected 1 to {MAX_LAYERS} layers, got {}",
+                layers.len()
+            )));
+        }
+        if in_channels == 0 {
+            return Err(SpecError::Invalid("in_channels must be at least 1".into()));
+        }
+        Ok(NetSpec::Layers { in_channels, layers })
+    }
+
+    /// Input channels the network expects.
+    pub fn in_channels(&self) -> usize {
+        match self {
+            NetSpec::W1 => 1,
+            NetSpec::Layers { in_channels, .. } => *in_channels,
+        }
+    }
+
+    /// Creates the parameters in `g` (initialised from `rng`) and returns the layers.
+    pub fn build<const N: usize>(
+        &self,
+        g: &mut Graph<'_, f32, N>,
+        rng: &mut Rng,
+    ) -> Result<Vec<Layer>, SpecError> {
+        match self {
+            NetSpec::W1 => Ok(digits_fcn(g, rng)?.layers().to_vec()),
+            NetSpec::Layers { in_channels, layers } => build_layers(g, rng, *in_channels, layers),
+        }
+    }
+}
+
+/// Channel (and flattened width) bookkeeping while creating the layers.
+fn build_layers<const N: usize>(
+    g: &mut Graph<'_, f32, N>,
+    rng: &mut Rng,
+    in_channels: usize,
+    specs: &[LayerSpec],
+) -> Result<Vec<Layer>, SpecError> {
+    let mut ch = in_channels;
+    // Features per sample once the spatial size is known to be 1x1 (after a global pool).
+    let mut flat: Option<usize> = None;
+    let mut out = Vec::with_capacity(specs.len());
+    for (i, s) in specs.iter().enumerate() {
+        let layer = match *s {
+            LayerSpec::Conv2d {
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+            } => {
+                let mut p = Conv2dParams::padded(padding);
+                p.stride = [stride, stride];
+                let c = Conv2d::new(g, ch, out_channels, kernel_size, p, true, rng)?;
+                ch = out_channels;
+                flat = None;
+                Layer::Conv2d(c)
+            }
+            LayerSpec::Relu => Layer::Relu,
+            LayerSpec::LeakyRelu { negative_slope } => Layer::LeakyRelu(negative_slope),
+            LayerSpec::Sigmoid => Layer::Sigmoid,
+            LayerSpec::Tanh => Layer::Tanh,
+            LayerSpec::MaxPool2d { kernel_size, stride } => Layer::MaxPool2d(pool(kernel_size, stride)),
+            LayerSpec::AvgPool2d { kernel_size, stride } => Layer::AvgPool2d(pool(kernel_size, stride)),
+            LayerSpec::GlobalAvgPool2d => {
+                flat = Some(ch);
+                Layer::AdaptiveAvgPool2d([1, 1])
+            }
+            LayerSpec::Flatten => Layer::Flatten(1),
+            LayerSpec::Linear { out_features } => {
+                let inp = flat.ok_or_else(|| {
+                    SpecError::Invalid(format!(
+                        "layer {i} (linear): its input width is unknown; put a \
+                         global_avg_pool2d and a flatten before it"
+                    ))
+                })?;
+                let l = Linear::new(g, inp, out_features, true, rng)?;
+                flat = Some(out_features);
+                ch = out_features;
+                Layer::Linear(l)
+            }
+        };
+        out.push(layer);
+    }
+    Ok(out)
+}
+
+fn pool(k: usize, stride: Option<usize>) -> Pool2dParams {
+    let mut p = Pool2dParams::square(k);
+    if let Some(s) = stride {
+        p.stride = [s, s];
+    }
+    p
+}
+
+/// A short name of a layer for plans (`"conv2d"`, `"relu"`, ...).
+#[allow(unreachable_patterns)] // layers added to the engine later get a generic name
+pub fn layer_name(l: &Layer) -> &'static str {
+    match l {
+        Layer::Conv2d(_) => "conv2d",
+        Layer::Linear(_) => "linear",
+        Layer::Relu => "relu",
+        Layer::LeakyRelu(_) => "leaky_relu",
+        Layer::Sigmoid => "sigmoid",
+        Layer::Tanh => "tanh",
+        Layer::MaxPool2d(_) => "max_pool2d",
+        Layer::AvgPool2d(_) => "avg_pool2d",
+        Layer::AdaptiveAvgPool2d(_) => "adaptive_avg_pool2d",
+        Layer::Flatten(_) => "flatten",
+        _ => "layer",
+    }
+}

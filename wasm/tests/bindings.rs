@@ -1,0 +1,180 @@
+//! The JS-facing API, run as wasm in node (`cargo test --target wasm32-unknown-unknown`,
+//! runner wasm-bindgen-test-runner): errors become JS `Error`s with the engine's
+//! message, a failed call leaves the model usable, plans match real steps, and the
+//! model learns.
+#![cfg(target_arch = "wasm32")]
+
+use torchlet_wasm::Model;
+use wasm_bindgen::{JsError, JsValue};
+use wasm_bindgen_test::wasm_bindgen_test;
+
+/// The `message` of the JS `Error` a call threw.
+fn message(e: JsError) -> String {
+    let v: JsValue = e.into();
+    let err: js_sys::Error = v.into();
+    err.message().into()
+}
+
+/// A horizontal (class 0) or vertical (class 1) bar at `pos` in an h x w image.
+fn bar(h: usize, w: usize, vertical: bool, pos: usize) -> Vec<f32> {
+    let mut x = vec![0.0f32; h * w];
+    for i in 0..h {
+        for j in 0..w {
+            if (vertical && j == pos % w) || (!vertical && i == pos % h) {
+                x[i * w + j] = 1.0;
+            }
+        }
+    }
+    x
+}
+
+#[wasm_bindgen_test]
+fn w1_has_its_parameters_and_an_auto_sized_arena() {
+    let m = Model::w1(0, 0.01, 0.9, 0.0).unwrap();
+    assert_eq!(m.num_parameters(), 6218.0);
+    assert_eq!(m.in_channels(), 1);
+    let plan = Model::plan_w1(0.9, 32, 28, 28).unwrap();
+    assert!(m.arena_bytes() >= plan.train_bytes());
+    assert!(m.arena_bytes() < plan.train_bytes() + 4.0);
+}
+
+#[wasm_bindgen_test]
+fn plan_lists_layer_shapes_and_equals_the_real_high_water_mark() {
+    let plan = Model::plan_w1(0.9, 1, 12, 20).unwrap();
+    let shapes: Vec<Vec<u32>> = plan.layers().iter().map(|l| l.shape()).collect();
+    let names: Vec<String> = plan.layers().iter().map(|l| l.name()).collect();
+    assert_eq!(names[0], "conv2d");
+    assert_eq!(shapes[0], vec![1, 8, 12, 20]);
+    assert_eq!(shapes[2], vec![1, 8, 6, 10]);
+    assert_eq!(shapes[5], vec![1, 16, 3, 5]);
+    assert_eq!(shapes.last().unwrap(), &vec![1, 10]);
+    assert!(plan.infer_bytes() < plan.train_bytes());
+    assert!(plan.persistent_bytes() >= 2.0 * 6218.0 * 4.0);
+    let json = plan.to_json();
+    assert!(
+        json.contains("\"layers\":[{\"name\":\"conv2d\",\"shape\":[1, 8, 12, 20]}"),
+        "{json}"
+    );
+
+    // An arena of exactly the planned size trains at that size, and reaches exactly it.
+    let mut m = Model::w1(1, 0.01, 0.9, plan.train_bytes()).unwrap();
+    m.train_step(&bar(12, 20, true, 3), 1, 12, 20, &[1]).unwrap();
+    assert_eq!(m.high_water_bytes(), plan.train_bytes());
+    // A bigger input does not fit: the engine says how much it needed, and the model
+    // still works at the smaller size afterwards.
+    let e = message(m.train_step(&bar(28, 28, true, 3), 1, 28, 28, &[1]).unwrap_err());
+    assert!(e.starts_with("arena exhausted: needed "), "{e}");
+    m.train_step(&bar(12, 20, false, 3), 1, 12, 20, &[0]).unwrap();
+    assert_eq!(m.steps(), 2.0);
+}
+
+#[wasm_bindgen_test]
+fn bad_inputs_throw_the_engine_message_and_leave_the_model_usable() {
+    let mut m = Model::w1(2, 0.01, 0.9, 0.0).unwrap();
+    let e = message(m.train_step(&[0.0; 783], 1, 28, 28, &[3]).unwrap_err());
+    assert_eq!(e, "input: data length vs shape: expected 784, found 783");
+    let e = message(m.predict(&[0.0; 4], 1, 2, 2).unwrap_err());
+    assert!(e.starts_with("max_pool2d") || e.starts_with("conv2d"), "{e}");
+    let e = message(m.train_step(&[0.0; 784], 1, 28, 28, &[10]).unwrap_err());
+    assert_eq!(e, "cross_entropy: target class index out of range (got 10)");
+    let e = message(m.train_step(&[0.0; 784], 1, 28, 28, &[1, 2]).unwrap_err());
+    assert_eq!(
+        e,
+        "cross_entropy: number of targets vs batch: expected 1, found 2"
+    );
+    let e = message(m.evaluate(&[0.0; 784], 2, 28, 28, &[1, 2]).unwrap_err());
+    assert!(e.contains("data length"), "{e}");
+    assert!(m.loss().is_nan(), "no step succeeded yet");
+    // Still usable, at any size.
+    let s = m.train_step(&bar(12, 20, true, 1), 1, 12, 20, &[1]).unwrap();
+    assert!(s.loss.is_finite());
+    let p = m.predict(&bar(9, 7, true, 1), 1, 9, 7).unwrap();
+    assert_eq!(p.len(), 10);
+    assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    assert!(p.iter().all(|&v| v > 0.0));
+}
+
+#[wasm_bindgen_test]
+fn bad_specs_and_sizes_are_refused() {
+    let e = message(
+        Model::from_layers("[{\"type\":\"conv9d\"}]", 1, 0, 0.1, 0.0, 0.0)
+            .err()
+            .unwrap(),
+    );
+    assert!(e.starts_with("layer spec: unknown variant `conv9d`"), "{e}");
+    let e = message(
+        Model::from_layers("[{\"type\":\"linear\",\"out_features\":3}]", 1, 0, 0.1, 0.0, 0.0)
+            .err()
+            .unwrap(),
+    );
+    assert!(e.contains("input width is unknown"), "{e}");
+    let e = message(Model::w1(0, 0.01, 0.9, 100.0).err().unwrap());
+    assert!(e.starts_with("arena exhausted"), "{e}");
+    let e = message(Model::w1(0, 0.01, 0.9, -1.0).err().unwrap());
+    assert!(e.starts_with("arenaBytes must be"), "{e}");
+    let e = message(Model::plan_w1(0.9, 1, 0, 5).err().unwrap());
+    assert!(!e.is_empty());
+}
+
+#[wasm_bindgen_test]
+fn a_layer_spec_network_learns_bars_at_mixed_sizes() {
+    let spec = r#"[
+        {"type":"conv2d","out_channels":4,"kernel_size":3,"padding":1},
+        {"type":"relu"},
+        {"type":"conv2d","out_channels":8,"kernel_size":3,"padding":1},
+        {"type":"relu"},
+        {"type":"global_avg_pool2d"},
+        {"type":"flatten"},
+        {"type":"linear","out_features":2}
+    ]"#;
+    let mut m = Model::from_layers(spec, 1, 7, 0.1, 0.9, 0.0).unwrap();
+    assert_eq!(m.num_parameters(), (4 * 9 + 4 + 8 * 4 * 9 + 8 + 2 * 8 + 2) as f64);
+    let plan = m.plan(2, 10, 6).unwrap();
+    assert_eq!(plan.layers().last().unwrap().shape(), vec![2, 2]);
+    let sizes = [(10usize, 6usize), (7, 13), (16, 16)];
+    for step in 0..300 {
+        let (h, w) = sizes[step % sizes.len()];
+        let mut x = bar(h, w, false, step);
+        x.extend(bar(h, w, true, step + 1));
+        m.train_step(&x, 2, h as u32, w as u32, &[0, 1]).unwrap();
+    }
+    // Held-out: positions and a size not trained on.
+    let (h, w) = (11usize, 9usize);
+    let mut x = Vec::new();
+    let mut labels = Vec::new();
+    for pos in 0..6 {
+        x.extend(bar(h, w, pos % 2 == 1, pos + 2));
+        labels.push((pos % 2) as u32);
+    }
+    let acc = m.evaluate(&x, 6, h as u32, w as u32, &labels).unwrap();
+    assert_eq!(
+        acc,
+        1.0,
+        "bars not learned: accuracy {acc}, last loss {}",
+        m.loss()
+    );
+}
+
+#[wasm_bindgen_test]
+fn plans_equal_real_steps_over_many_sizes_and_batches() {
+    for &(b, h, w) in &[
+        (1usize, 4usize, 4usize),
+        (1, 9, 5),
+        (3, 12, 20),
+        (2, 22, 17),
+        (1, 28, 28),
+        (4, 7, 31),
+    ] {
+        let plan = Model::plan_w1(0.9, b as u32, h as u32, w as u32).unwrap();
+        let x = vec![0.25f32; b * h * w];
+        let labels: Vec<u32> = (0..b as u32).collect();
+        // A prediction on a fresh model reaches exactly the inference plan...
+        let mut m = Model::w1(3, 0.01, 0.9, plan.train_bytes()).unwrap();
+        m.predict(&x, b as u32, h as u32, w as u32).unwrap();
+        assert_eq!(m.high_water_bytes(), plan.infer_bytes(), "infer {b}x{h}x{w}");
+        // ...and a training step exactly the training plan, in an arena of that size.
+        m.train_step(&x, b as u32, h as u32, w as u32, &labels).unwrap();
+        assert_eq!(m.high_water_bytes(), plan.train_bytes(), "train {b}x{h}x{w}");
+        assert_eq!(m.arena_bytes(), plan.train_bytes());
+    }
+}

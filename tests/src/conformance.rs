@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use torchlet::{Conv2dParams, Error, Graph, InterpMode, PadMode, PadParams, Pool2dParams, Scalar, Tensor, Q16};
+use torchlet::{
+    Conv2dParams, Error, Graph, InterpMode, PadMode, PadParams, Pool2dParams, Scalar, Tensor, Q16,
+};
 
 /// Tape capacity used for single-op cases.
 const TAPE: usize = 16;

@@ -65,6 +65,7 @@ mod scalar;
 mod shape;
 
 pub mod init;
+pub mod io;
 pub mod kernels;
 pub mod nn;
 pub mod ops;

@@ -4,4 +4,6 @@
 
 pub mod conformance;
 pub mod digits;
+pub mod fuzzing;
+pub mod safetensors;
 pub mod train;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Firmware (firmware/, its own workspace): builds the Cortex-M programs, runs each in
+# QEMU under a timeout, checks the exit status and the expected defmt lines, and
+# checks flash/RAM against the budgets (firmware/size-report.sh).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+bash .ci/install.sh rust qemu defmt
+eval "$(bash .ci/install.sh env)"
+cd firmware
+
+echo "--- cargo fmt / clippy (firmware workspace)"
+cargo fmt -p torchlet-firmware -- --check
+cargo clippy --release -q -- -D warnings
+
+echo "--- build (thumbv7em-none-eabihf)"
+cargo build --release -q
+
+# QEMU command line per target: the same as the runners in .cargo/config.toml, run
+# here directly so that `timeout` kills QEMU itself if a program hangs.
+qemu_args() {
+    case "$1" in
+        thumbv7em-none-eabihf) echo "-machine mps2-an386 -cpu cortex-m4" ;;
+        thumbv6m-none-eabi) echo "-machine microbit" ;;
+    esac
+}
+
+# run_bin BIN [TARGET [STATUS]]: runs the program, keeps the decoded log, fails unless
+# it exits with STATUS (default 0).
+run_bin() {
+    local bin=$1 target=${2:-thumbv7em-none-eabihf} want=${3:-0}
+    local elf="target/$target/release/$bin" log="target/qemu-$bin.log" rc=0 t0=$SECONDS
+    set +e
+    # shellcheck disable=SC2046
+    timeout 300 qemu-system-arm $(qemu_args "$target") -nographic -icount shift=6,sleep=off \
+        -semihosting-config enable=on,target=native -kernel "$elf" | defmt-print -e "$elf" >"$log" 2>&1
+    rc=${PIPESTATUS[0]}
+    set -e
+    grep -vE ' step [0-9]+ ' "$log" || true   # per-step lines stay in the log file
+    echo "($bin: exit status $rc, $((SECONDS - t0)) s, log $PWD/$log)"
+    if [ "$rc" -ne "$want" ]; then
+        echo "FAIL: $bin exited with status $rc, expected $want" >&2
+        exit 1
+    fi
+}
+# expect BIN REGEX: the log of BIN has a line matching REGEX.
+expect() {
+    grep -Eq "$2" "target/qemu-$1.log" || { echo "FAIL: $1: no line matching '$2'" >&2; exit 1; }
+}
+
+echo "--- w1_step: one W1 training step at 28x28 (M4F, mps2-an386)"
+run_bin w1_step
+expect w1_step 'step loss [0-9.]+, [0-9]+ instructions'
+expect w1_step 'PASS w1_step'
+
+echo "--- finetune: on-device fine-tuning on cropped digits (M4F)"
+run_bin finetune
+expect finetune 'plan [0-9]+x[0-9]+: [0-9]+ arena bytes'
+expect finetune 'epoch 1 step 0 [0-9]+x[0-9]+: loss [0-9.]+, [0-9]+ instructions'
+expect finetune 'steps whose high-water differed from the plan: 0$'
+expect finetune 'heap: 1 allocation\(s\) in total'
+expect finetune 'held-out accuracy: before [0-9]+/[0-9]+, after [0-9]+/[0-9]+ \(required: \+[0-9]+ points\)'
+expect finetune 'PASS finetune'
+
+echo "--- bad_input: corrupt weights, oversized sample, short tape (M4F)"
+run_bin bad_input
+expect bad_input 'tape of 16 records: training step refused: tape full: capacity 16; weights kept'
+expect bad_input 'corrupt weights blob refused: corrupt data: weights: CRC-32 checksum mismatch; weights kept'
+expect bad_input 'sample 28x28 skipped, the planner says: arena exhausted: needed [0-9]+ bytes'
+expect bad_input 'step refused: arena exhausted: needed [0-9]+ bytes, [0-9]+ available; weights kept'
+expect bad_input 'PASS bad_input'
+if grep -q 'FAIL' target/qemu-bad_input.log; then echo "FAIL: bad_input" >&2; exit 1; fi
+
+echo "--- kernel_bench: instructions per MAC of the f32 conv kernels (M4F)"
+run_bin kernel_bench
+expect kernel_bench 'all W1 conv passes at 28x28: [0-9]+ MACs, [0-9]+ instructions, [0-9.]+ instructions/MAC'
+
+echo "--- fault: a HardFault must end the run with status 102, not hang QEMU (M4F)"
+run_bin fault thumbv7em-none-eabihf 102
+expect fault 'ERROR +HardFault at pc 0x[0-9a-f]+'
+
+echo "--- sizes against the budgets (committed snapshot: firmware/size-report.txt)"
+bash size-report.sh target/size-report.txt

@@ -1,0 +1,160 @@
+//! Bad input on the device, each reported through defmt with the engine's error and
+//! handled without a fault (Cortex-M4F, QEMU `mps2-an386`):
+//!
+//! 1. a corrupt weights blob (one flipped byte): refused by the checksum, the weights
+//!    already loaded are kept;
+//! 2. a sample larger than the arena's plan allows (a real digit on a 28x28 canvas
+//!    when the arena was sized for the cropped digits): refused by the planner before
+//!    any data is touched, and by the real step too; the weights are kept;
+//! 3. a tape too small for W1: the step fails with the tape error; weights are kept.
+//!
+//! After each, a normal training step must still succeed. Exits 0 only when every
+//! error came as expected.
+#![no_std]
+#![no_main]
+
+use cortex_m_rt::entry;
+use torchlet::{Error, Graph};
+use torchlet_firmware::assets::Samples;
+use torchlet_firmware::w1::{plan_step, Model, Recipe, TAPE};
+use torchlet_firmware::{code, counter, exit, weights};
+
+static WEIGHTS: &[u8] = include_bytes!("../../assets/w1_pretrained.tlw");
+static SAMPLES: &[u8] = include_bytes!("../../assets/digits_cropped.bin");
+const WEIGHTS_LEN: usize = include_bytes!("../../assets/w1_pretrained.tlw").len();
+
+const RECIPE: Recipe = Recipe {
+    lr: 0.005,
+    momentum: 0.9,
+};
+/// A tape too short for W1 (it needs 21 records: 8 parameters, 1 input, 12 ops).
+const SHORT_TAPE: usize = 16;
+const ARENA_WORDS: usize = 64 * 1024;
+static mut ARENA: [f32; ARENA_WORDS] = [0.0; ARENA_WORDS];
+static mut CORRUPT: [u8; WEIGHTS_LEN] = [0; WEIGHTS_LEN];
+
+fn check(ok: bool, what: &str) -> bool {
+    if ok {
+        defmt::info!("ok: {=str}", what);
+    } else {
+        defmt::error!("FAIL: {=str}", what);
+    }
+    ok
+}
+
+fn run(arena: &'static mut [f32], corrupt: &'static mut [u8]) -> Result<bool, Error> {
+    let samples = Samples::parse(SAMPLES)?;
+    let digit = samples.finetune().next().ok_or(Error::Corrupt {
+        what: "samples: empty",
+    })?;
+    let mut all_ok = true;
+
+    // 3. A tape too small: planner and real step both answer the tape error.
+    {
+        let planned = plan_step::<SHORT_TAPE>(digit.h, digit.w, RECIPE, usize::MAX);
+        if let Err(e) = planned {
+            defmt::warn!("tape of {=usize} records: the planner says: {}", SHORT_TAPE, e);
+        }
+        let mut small: Graph<f32, SHORT_TAPE> = Graph::new(&mut arena[..]);
+        let mut model = Model::new(&mut small, RECIPE)?;
+        weights::load(&mut small, WEIGHTS)?;
+        let before = weights::fingerprint(&small);
+        let r = model.train_step(&mut small, (digit.h, digit.w), digit.label as usize, |d| {
+            digit.fill(d)
+        });
+        if let Err(e) = r {
+            defmt::warn!(
+                "tape of {=usize} records: training step refused: {}; weights kept",
+                SHORT_TAPE,
+                e
+            );
+        }
+        all_ok &= check(
+            matches!(planned, Err(Error::TapeFull { .. }))
+                && matches!(r, Err(Error::TapeFull { .. }))
+                && weights::fingerprint(&small) == before,
+            "tape too small: TapeFull from planner and step, weights unchanged",
+        );
+    }
+
+    // The arena for the cropped digits: the largest plan over the shipped sizes.
+    let mut largest = 0;
+    for s in samples.iter() {
+        largest = largest.max(plan_step::<TAPE>(s.h, s.w, RECIPE, usize::MAX)?);
+    }
+    let mut g: Graph<f32, TAPE> = Graph::new(&mut arena[..largest / 4]);
+    let mut model = Model::new(&mut g, RECIPE)?;
+    weights::load(&mut g, WEIGHTS)?;
+    let good = weights::fingerprint(&g);
+    defmt::info!(
+        "arena {=usize} bytes (largest plan of the shipped sizes)",
+        largest
+    );
+
+    // 1. A corrupt weights blob.
+    corrupt.copy_from_slice(WEIGHTS);
+    corrupt[WEIGHTS_LEN / 2] ^= 0x40;
+    let r = weights::load(&mut g, corrupt);
+    if let Err(e) = r {
+        defmt::warn!("corrupt weights blob refused: {}; weights kept", e);
+    }
+    all_ok &= check(
+        matches!(r, Err(Error::Corrupt { .. })) && weights::fingerprint(&g) == good,
+        "corrupt weights: Corrupt error, weights unchanged",
+    );
+
+    // 2. A sample larger than the plan allows: the digit on a 28x28 canvas.
+    let (h, w) = (28, 28);
+    let planned = plan_step::<TAPE>(h, w, RECIPE, g.arena().capacity_bytes());
+    if let Err(e) = planned {
+        defmt::warn!("sample {=usize}x{=usize} skipped, the planner says: {}", h, w, e);
+    }
+    let r = model.train_step(&mut g, (h, w), digit.label as usize, |d| {
+        digit.fill_padded(d, h, w)
+    });
+    if let Err(e) = r {
+        defmt::warn!(
+            "sample {=usize}x{=usize} given anyway: step refused: {}; weights kept",
+            h,
+            w,
+            e
+        );
+    }
+    all_ok &= check(
+        matches!(planned, Err(Error::ArenaExhausted { .. }))
+            && matches!(r, Err(Error::ArenaExhausted { .. }))
+            && weights::fingerprint(&g) == good,
+        "oversized sample: ArenaExhausted from planner and step, weights unchanged",
+    );
+
+    // The engine is still usable: a normal step trains.
+    let loss = model.train_step(&mut g, (digit.h, digit.w), digit.label as usize, |d| {
+        digit.fill(d)
+    })?;
+    defmt::info!("normal step after the errors: loss {=f32}", loss);
+    all_ok &= check(
+        loss.is_finite() && weights::fingerprint(&g) != good,
+        "a normal step after the errors updates the weights",
+    );
+    Ok(all_ok)
+}
+
+#[entry]
+fn main() -> ! {
+    let cp = cortex_m::Peripherals::take().unwrap_or_else(|| exit(code::ENGINE_ERROR));
+    counter::start(cp.SYST);
+    // SAFETY: the only references to these statics, taken once at boot.
+    #[allow(static_mut_refs)]
+    let (arena, corrupt) = unsafe { (&mut ARENA[..], &mut CORRUPT[..]) };
+    match run(arena, corrupt) {
+        Ok(true) => {
+            defmt::info!("PASS bad_input");
+            exit(code::OK)
+        }
+        Ok(false) => exit(code::CHECK_FAILED),
+        Err(e) => {
+            defmt::error!("engine error: {}", e);
+            exit(code::ENGINE_ERROR)
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Instructions per multiply-accumulate of the f32 convolution kernels on the
+//! Cortex-M4F (QEMU `mps2-an386` with `-icount`, counted on SysTick; see
+//! `src/counter.rs`). For each convolution of W1 at 28x28 it times forward,
+//! backward-input and backward-weight through the `Scalar` kernel hooks (what the
+//! engine calls) and divides by the nominal MACs `c_out * c_in * 3 * 3 * oh * ow`
+//! (padding taps included, as in GUIDE.md's 0.51 M MACs). The ideal on the M4F is
+//! about one `VFMA.F32` per MAC plus loads; the issue-8 goal is <= 2.5.
+//!
+//! A benchmark prints numbers; it fails only on a broken counter (the calibration
+//! loop must count within 1% of its known instructions).
+#![no_std]
+#![no_main]
+
+use cortex_m_rt::entry;
+use torchlet::kernels::conv::ConvGeom;
+use torchlet::Scalar;
+use torchlet_firmware::{code, counter, exit};
+
+const MAX_IN: usize = 16 * 28 * 28;
+const MAX_OUT: usize = 32 * 28 * 28;
+const MAX_W: usize = 32 * 16 * 9;
+static mut X: [f32; MAX_IN] = [0.0; MAX_IN];
+static mut Y: [f32; MAX_OUT] = [0.0; MAX_OUT];
+static mut W: [f32; MAX_W] = [0.0; MAX_W];
+static mut B: [f32; 32] = [0.0; 32];
+
+fn geom(c_in: usize, c_out: usize, hw: usize) -> ConvGeom {
+    ConvGeom {
+        n: 1,
+        c_in,
+        h: hw,
+        w: hw,
+        c_out,
+        kh: 3,
+        kw: 3,
+        oh: hw,
+        ow: hw,
+        stride: [1, 1],
+        pad: [1, 1],
+        dil: [1, 1],
+        groups: 1,
+    }
+}
+
+/// Hundredths of instructions per MAC, for printing without float formatting.
+fn per_mac_x100(instr: u64, macs: u64) -> u64 {
+    (instr * 100 + macs / 2) / macs.max(1)
+}
+
+#[entry]
+fn main() -> ! {
+    let cp = cortex_m::Peripherals::take().unwrap_or_else(|| exit(code::ENGINE_ERROR));
+    counter::start(cp.SYST);
+
+    // Calibration: `delay(n)` runs n + 1 iterations of `subs` + `bne`.
+    let t = counter::instructions();
+    cortex_m::asm::delay(1_000_000);
+    let cal = counter::instructions() - t;
+    defmt::info!(
+        "calibration: delay loop of 2000002 instructions counted {=u64}",
+        cal
+    );
+    if cal.abs_diff(2_000_002) > 20_000 {
+        defmt::error!("FAIL: the instruction counter is off (is QEMU running with -icount shift=6?)");
+        exit(code::CHECK_FAILED);
+    }
+
+    // SAFETY: the only references to these statics, taken once.
+    #[allow(static_mut_refs)]
+    let (x, y, w, b) = unsafe { (&mut X[..], &mut Y[..], &mut W[..], &mut B[..]) };
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = ((i * 7919) % 255) as f32 / 255.0 - 0.5;
+    }
+    for (i, v) in w.iter_mut().enumerate() {
+        *v = ((i * 104_729) % 97) as f32 / 97.0 - 0.5;
+    }
+    let (mut tot_instr, mut tot_macs) = (0u64, 0u64);
+    for (name, c_in, c_out, hw) in [
+        ("conv1 1->8 28x28", 1, 8, 28),
+        ("conv2 8->16 14x14", 8, 16, 14),
+        ("conv3 16->32 7x7", 16, 32, 7),
+    ] {
+        let g = geom(c_in, c_out, hw);
+        let (ni, no, nw) = (c_in * hw * hw, c_out * hw * hw, c_out * c_in * 9);
+        let macs = (c_out * c_in * 9 * hw * hw) as u64;
+        let (xs, ys, ws) = (&mut x[..ni], &mut y[..no], &mut w[..nw]);
+
+        let t = counter::instructions();
+        <f32 as Scalar>::conv2d_forward(&g, xs, ws, Some(&b[..c_out]), ys);
+        let fwd = counter::instructions() - t;
+
+        let t = counter::instructions();
+        <f32 as Scalar>::conv2d_backward_input(&g, ys, ws, xs);
+        let bwi = counter::instructions() - t;
+
+        let t = counter::instructions();
+        <f32 as Scalar>::conv2d_backward_weight(&g, ys, xs, ws);
+        let bww = counter::instructions() - t;
+
+        for (pass, instr) in [
+            ("forward", fwd),
+            ("backward-input", bwi),
+            ("backward-weight", bww),
+        ] {
+            let r = per_mac_x100(instr, macs);
+            defmt::info!(
+                "{=str} {=str}: {=u64} MACs, {=u64} instructions, {=u64}.{=u64:02} instructions/MAC",
+                name,
+                pass,
+                macs,
+                instr,
+                r / 100,
+                r % 100
+            );
+            tot_instr += instr;
+            tot_macs += macs;
+        }
+    }
+    let r = per_mac_x100(tot_instr, tot_macs);
+    defmt::info!(
+        "all W1 conv passes at 28x28: {=u64} MACs, {=u64} instructions, {=u64}.{=u64:02} instructions/MAC (ideal ~1 FMA/MAC; goal <= 2.5)",
+        tot_macs,
+        tot_instr,
+        r / 100,
+        r % 100
+    );
+    defmt::info!("DONE kernel_bench");
+    exit(code::OK)
+}

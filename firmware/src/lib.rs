@@ -1,0 +1,54 @@
+//! Board support shared by the firmware programs (`src/bin/*.rs`): exit codes through
+//! semihosting, a panic handler and a `HardFault` handler that both exit non-zero (so a
+//! fault never hangs QEMU), and an instruction counter on SysTick.
+//!
+//! No math lives here: the programs only boot, place the arena, log with defmt and
+//! call the engine.
+#![no_std]
+
+pub mod assets;
+pub mod counter;
+mod crc;
+pub mod heap;
+pub mod w1;
+pub mod weights;
+
+use cortex_m_rt::{exception, ExceptionFrame};
+use defmt_semihosting as _;
+
+/// Exit codes the CI stage distinguishes.
+pub mod code {
+    /// Everything the program checks held.
+    pub const OK: i32 = 0;
+    /// A check the program states failed (for example accuracy did not improve).
+    pub const CHECK_FAILED: i32 = 1;
+    /// An engine error that the program could not handle.
+    pub const ENGINE_ERROR: i32 = 2;
+    /// A Rust panic.
+    pub const PANIC: i32 = 101;
+    /// A HardFault.
+    pub const HARD_FAULT: i32 = 102;
+}
+
+/// Ends the QEMU run with `status` (passes through `qemu-system-arm` and `cargo run`).
+pub fn exit(status: i32) -> ! {
+    semihosting::process::exit(status)
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    if let Some(loc) = info.location() {
+        defmt::error!("panic at {=str}:{=u32}", loc.file(), loc.line());
+    } else {
+        defmt::error!("panic");
+    }
+    exit(code::PANIC)
+}
+
+#[exception]
+unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
+    defmt::error!("HardFault at pc {=u32:#x}", frame.pc());
+    exit(code::HARD_FAULT)
+}
+
+defmt::timestamp!("{=u64}", counter::instructions());

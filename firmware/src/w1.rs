@@ -1,0 +1,117 @@
+//! Workload W1 ("digits-fcn") on the device: the meta plan of a training step, one
+//! training step on a sample at its own size, and held-out accuracy. The same step
+//! code runs on the meta graph and on the real one, so the plan is exact.
+
+use crate::assets::Sample;
+use torchlet::init::Rng;
+use torchlet::nn::{digits_fcn, Sequential};
+use torchlet::optim::Sgd;
+use torchlet::{Error, Graph};
+
+/// Tape capacity W1 needs: 8 parameters, 1 input, 12 op records (with room to spare).
+pub const TAPE: usize = 32;
+
+/// The fine-tuning optimizer's settings.
+#[derive(Clone, Copy)]
+pub struct Recipe {
+    /// SGD learning rate.
+    pub lr: f32,
+    /// SGD momentum.
+    pub momentum: f32,
+}
+
+/// The model and its optimizer, built on a graph.
+pub struct Model {
+    /// W1's layers.
+    pub net: Sequential<12>,
+    /// SGD with momentum, state in the graph's long-lived region.
+    pub sgd: Sgd,
+}
+
+impl Model {
+    /// Creates W1's parameters (initialised, to be overwritten by loaded weights) and the
+    /// optimizer state in `g`.
+    pub fn new<const N: usize>(g: &mut Graph<'_, f32, N>, r: Recipe) -> Result<Self, Error> {
+        let net = digits_fcn(g, &mut Rng::new(0))?;
+        let sgd = Sgd::new(g, r.lr, r.momentum, 0.0)?;
+        Ok(Model { net, sgd })
+    }
+
+    /// One training step (forward, cross-entropy, backward, SGD) on one sample;
+    /// `fill` writes the `h x w` input. Returns the loss. On error the step's scratch is
+    /// released and the weights are unchanged (SGD runs last).
+    pub fn train_step<const N: usize>(
+        &mut self,
+        g: &mut Graph<'_, f32, N>,
+        (h, w): (usize, usize),
+        label: usize,
+        fill: impl FnOnce(&mut [f32]),
+    ) -> Result<f32, Error> {
+        let r = self.try_step(g, (h, w), label, fill);
+        g.end_step();
+        r
+    }
+
+    fn try_step<const N: usize>(
+        &mut self,
+        g: &mut Graph<'_, f32, N>,
+        (h, w): (usize, usize),
+        label: usize,
+        fill: impl FnOnce(&mut [f32]),
+    ) -> Result<f32, Error> {
+        g.zero_grad();
+        let x = g.input_with(&[1, 1, h, w], fill)?;
+        let logits = self.net.forward(g, x)?;
+        let loss = g.cross_entropy(logits, &[label])?;
+        let l = g.data(loss)?.first().copied().unwrap_or(0.0);
+        g.backward(loss)?;
+        self.sgd.step(g)?;
+        Ok(l)
+    }
+
+    /// The predicted class of one sample (gradients off).
+    pub fn predict<const N: usize>(&self, g: &mut Graph<'_, f32, N>, s: &Sample) -> Result<usize, Error> {
+        g.set_grad_enabled(false);
+        let r = (|| {
+            let x = g.input_with(&[1, 1, s.h, s.w], |d| s.fill(d))?;
+            let logits = self.net.forward(g, x)?;
+            let row = g.data(logits)?;
+            Ok((0..row.len())
+                .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                .unwrap_or(0))
+        })();
+        g.end_step();
+        g.set_grad_enabled(true);
+        r
+    }
+
+    /// Correct predictions over `samples`, and how many there were.
+    pub fn correct<'b, const N: usize>(
+        &self,
+        g: &mut Graph<'_, f32, N>,
+        samples: impl Iterator<Item = Sample<'b>>,
+    ) -> Result<(usize, usize), Error> {
+        let (mut ok, mut n) = (0, 0);
+        for s in samples {
+            ok += (self.predict(g, &s)? == s.label as usize) as usize;
+            n += 1;
+        }
+        Ok((ok, n))
+    }
+}
+
+/// Arena bytes one training step at `h x w` needs (parameters, gradients and optimizer
+/// state included), asked of a meta graph of `capacity_bytes`: `usize::MAX` answers
+/// "how much?", an arena's real size answers "does it fit?" (with the engine's
+/// [`Error::ArenaExhausted`] when it does not).
+pub fn plan_step<const N: usize>(
+    h: usize,
+    w: usize,
+    r: Recipe,
+    capacity_bytes: usize,
+) -> Result<usize, Error> {
+    let mut g: Graph<f32, N> = Graph::meta(capacity_bytes);
+    let mut m = Model::new(&mut g, r)?;
+    m.train_step(&mut g, (h, w), 0, |_| {})?;
+    Ok(g.arena().high_water_bytes())
+}

@@ -1,0 +1,212 @@
+//! Makes the assets the Cortex-M4F fine-tuning firmware embeds with `include_bytes!`
+//! (`firmware/assets/`), and prints what the host expects the device to measure.
+//!
+//! 1. Pretrains W1 on the host, on 28x28 MNIST digits only (a subset, few epochs).
+//! 2. Picks real digits the pretraining never saw, cropped to their ink's bounding box
+//!    plus a 1-pixel margin (native, varying sizes: `Digit::cropped(threshold, 1)`):
+//!    a fine-tuning set from the training part of the file and a held-out set from its
+//!    held-out part. Pixels are stored at 4 bits (two per byte) to keep flash small.
+//! 3. Simulates the device's fine-tuning recipe on the host (same order, same
+//!    numbers) and prints held-out accuracy before and after.
+//!
+//! ```sh
+//! cargo run --release -p torchlet-tests --example export_firmware_assets [-- MNIST_FILE]
+//! ```
+//!
+//! Outputs (committed): `firmware/assets/w1_pretrained.tlw` (weights) and
+//! `firmware/assets/digits_cropped.bin` (samples). Formats: see `firmware/README.md`.
+
+use std::path::PathBuf;
+use torchlet::init::Rng;
+use torchlet::nn::{digits_fcn, Sequential};
+use torchlet::optim::Sgd;
+use torchlet::{Error, Graph};
+use torchlet_tests::digits::{default_path, Digit, Digits};
+use torchlet_tests::train::{accuracy, plan_bytes, TAPE};
+
+/// Pretraining: the first `PRE_N` training digits at 28x28.
+const PRE_N: usize = 6000;
+const PRE_EPOCHS: usize = 4;
+const PRE_BATCH: usize = 32;
+const PRE_LR: f32 = 0.05;
+/// Samples for the device: fine-tuning digits (never seen in pretraining) and held out.
+const FT_N: usize = 160;
+const TEST_N: usize = 100;
+/// Fine-tuning recipe the firmware runs (batch 1, plain SGD); keep in step with
+/// `firmware/src/bin/finetune.rs`.
+pub const FT_EPOCHS: usize = 2;
+pub const FT_LR: f32 = 0.005;
+pub const FT_MOMENTUM: f32 = 0.9;
+/// Ink threshold and margin of the crop.
+const THRESHOLD: u8 = 64;
+const MARGIN: usize = 1;
+
+/// Weights blob, temporary format until the project's weights format (core `io`,
+/// issue 7) lands: magic `TLW1RAW1`, u32 LE number of f32 values, the values (LE, in
+/// parameter creation order), u32 LE CRC-32 (IEEE) of everything before it.
+fn weights_blob<const N: usize>(g: &Graph<'_, f32, N>) -> Result<Vec<u8>, Error> {
+    let mut out = b"TLW1RAW1".to_vec();
+    let mut values = Vec::new();
+    for i in 0..g.num_params() {
+        let t = g.param_handle(i).ok_or(Error::StaleTensor)?;
+        values.extend_from_slice(g.data(t)?);
+    }
+    out.extend_from_slice(&(values.len() as u32).to_le_bytes());
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    let crc = crc32(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// CRC-32 (IEEE 802.3, as zlib), bit by bit: the exporter runs once.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = 0xFFFF_FFFFu32;
+    for &b in bytes {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    c ^ 0xFFFF_FFFF
+}
+
+/// A cropped digit with pixels quantised to 4 bits (stored as `nibble * 17`, so that
+/// `/ 255` gives exactly the device's `nibble / 15`).
+fn device_digit(d: &Digit) -> Digit {
+    let mut c = d.cropped(THRESHOLD, MARGIN);
+    for p in &mut c.pixels {
+        *p = (*p >> 4) * 17;
+    }
+    c
+}
+
+/// Samples blob: magic `TLDC`, u16 version 1, u16 fine-tuning count, u16 held-out
+/// count, u16 0; per digit label, h, w (one byte each) and `ceil(h*w/2)` bytes of
+/// 4-bit pixels, high nibble first; u32 LE CRC-32 of everything before it.
+fn samples_blob(ft: &[Digit], test: &[Digit]) -> Vec<u8> {
+    let mut out = b"TLDC".to_vec();
+    for v in [1u16, ft.len() as u16, test.len() as u16, 0] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for d in ft.iter().chain(test) {
+        out.extend_from_slice(&[d.label, d.h as u8, d.w as u8]);
+        for pair in d.pixels.chunks(2) {
+            let hi = pair[0] / 17;
+            let lo = pair.get(1).map_or(0, |p| p / 17);
+            out.push(hi << 4 | lo);
+        }
+    }
+    let crc = crc32(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn step<const N: usize>(
+    g: &mut Graph<'_, f32, N>,
+    model: &Sequential<12>,
+    sgd: &mut Sgd,
+    batch: &[&Digit],
+) -> Result<f32, Error> {
+    let (h, w) = (batch[0].h, batch[0].w);
+    let labels: Vec<usize> = batch.iter().map(|d| d.label as usize).collect();
+    g.zero_grad();
+    let x = g.input_with(&[batch.len(), 1, h, w], |dst| {
+        for (chunk, d) in dst.chunks_exact_mut(h * w).zip(batch) {
+            for (v, &p) in chunk.iter_mut().zip(&d.pixels) {
+                *v = p as f32 * (1.0 / 255.0);
+            }
+        }
+    })?;
+    let logits = model.forward(g, x)?;
+    let loss = g.cross_entropy(logits, &labels)?;
+    let l = g.data(loss)?[0];
+    g.backward(loss)?;
+    sgd.step(g)?;
+    g.end_step();
+    Ok(l)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let path = std::env::args().nth(1).map_or_else(default_path, PathBuf::from);
+    let digits = Digits::parse(&std::fs::read(&path)?)?;
+    let (train, held) = digits.split();
+    let pre = &train[..PRE_N];
+    let ft: Vec<Digit> = train[PRE_N..PRE_N + FT_N].iter().map(device_digit).collect();
+    let test: Vec<Digit> = held[..TEST_N].iter().map(device_digit).collect();
+
+    // 1. Pretrain at 28x28.
+    let bytes = plan_bytes(PRE_BATCH, 28, 28)?.max(plan_bytes(1, 28, 28)?);
+    let mut arena = vec![0.0f32; bytes.max(1 << 20) / 4];
+    let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+    let mut rng = Rng::new(1);
+    let model = digits_fcn(&mut g, &mut rng)?;
+    let mut sgd = Sgd::new(&mut g, PRE_LR, 0.9, 0.0)?;
+    let mut order: Vec<usize> = (0..pre.len()).collect();
+    for epoch in 1..=PRE_EPOCHS {
+        rng.shuffle(&mut order);
+        let mut sum = 0.0;
+        for idx in order.chunks(PRE_BATCH) {
+            let batch: Vec<&Digit> = idx.iter().map(|&i| &pre[i]).collect();
+            sum += step(&mut g, &model, &mut sgd, &batch)?;
+        }
+        println!(
+            "pretrain epoch {epoch}: mean loss {:.4}",
+            sum / order.chunks(PRE_BATCH).len() as f32
+        );
+    }
+    let full_acc = accuracy(&mut g, &model, &held[..TEST_N])?;
+    let before = accuracy(&mut g, &model, &test)?;
+    let blob = weights_blob(&g)?;
+
+    // 2. Write the assets.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware/assets");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("w1_pretrained.tlw"), &blob)?;
+    let samples = samples_blob(&ft, &test);
+    std::fs::write(dir.join("digits_cropped.bin"), &samples)?;
+    let px: usize = ft.iter().chain(&test).map(|d| d.h * d.w).sum();
+    println!(
+        "wrote {} weight bytes, {} sample bytes ({} fine-tune + {} held-out digits, {:.0} pixels on average, max {}x{})",
+        blob.len(),
+        samples.len(),
+        ft.len(),
+        test.len(),
+        px as f32 / (ft.len() + test.len()) as f32,
+        ft.iter().chain(&test).map(|d| d.h).max().unwrap_or(0),
+        ft.iter().chain(&test).map(|d| d.w).max().unwrap_or(0),
+    );
+
+    // 3. What the device should see: the same recipe, batch 1, in file order.
+    let mut g2_arena = vec![0.0f32; 1 << 18];
+    let mut g2: Graph<f32, TAPE> = Graph::new(&mut g2_arena);
+    let model2 = digits_fcn(&mut g2, &mut Rng::new(0))?;
+    for i in 0..g.num_params() {
+        let (a, b) = (g.param_handle(i).unwrap(), g2.param_handle(i).unwrap());
+        g2.param_data_mut(b)?.copy_from_slice(g.data(a)?);
+    }
+    let mut sgd2 = Sgd::new(&mut g2, FT_LR, FT_MOMENTUM, 0.0)?;
+    for epoch in 1..=FT_EPOCHS {
+        let mut sum = 0.0;
+        for d in &ft {
+            sum += step(&mut g2, &model2, &mut sgd2, &[d])?;
+        }
+        let acc = accuracy(&mut g2, &model2, &test)?;
+        println!(
+            "host fine-tune epoch {epoch}: mean loss {:.4}, held-out cropped accuracy {:.1}%",
+            sum / ft.len() as f32,
+            acc * 100.0
+        );
+    }
+    println!(
+        "held-out accuracy: 28x28 {:.1}%, cropped before fine-tuning {:.1}%",
+        full_acc * 100.0,
+        before * 100.0
+    );
+    Ok(())
+}

@@ -18,9 +18,9 @@
 
 use std::path::PathBuf;
 use torchlet::init::Rng;
+use torchlet::io::{self, crc32};
 use torchlet::nn::{digits_fcn, Sequential};
 use torchlet::optim::Sgd;
-use torchlet::io::{self, crc32};
 use torchlet::{Error, Graph};
 use torchlet_tests::digits::{default_path, Digit, Digits};
 use torchlet_tests::train::{accuracy, plan_bytes, TAPE};

@@ -80,6 +80,7 @@ mod shape;
 pub mod data;
 pub mod fixed;
 pub mod init;
+pub mod io;
 pub mod kernels;
 pub mod nn;
 pub mod ops;

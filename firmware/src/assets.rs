@@ -7,7 +7,7 @@
 //! everything before it. [`Samples::parse`] checks all of it once; afterwards the
 //! records are trusted.
 
-use crate::crc::crc32;
+use torchlet::io::crc32;
 use torchlet::Error;
 
 const HEADER: usize = 12;

@@ -8,7 +8,6 @@
 
 pub mod assets;
 pub mod counter;
-mod crc;
 pub mod heap;
 pub mod w1;
 pub mod weights;

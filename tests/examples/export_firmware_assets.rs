@@ -13,11 +13,12 @@
 //! cargo run --release -p torchlet-tests --example export_firmware_assets [-- MNIST_FILE]
 //! ```
 //!
-//! Outputs (committed): `firmware/assets/w1_pretrained.tlw` (weights) and
+//! Outputs (committed): `firmware/assets/w1_pretrained.tlw` (weights, `torchlet::io`) and
 //! `firmware/assets/digits_cropped.bin` (samples). Formats: see `firmware/README.md`.
 
 use std::path::PathBuf;
 use torchlet::init::Rng;
+use torchlet::io::{self, crc32};
 use torchlet::nn::{digits_fcn, Sequential};
 use torchlet::optim::Sgd;
 use torchlet::{Error, Graph};
@@ -41,39 +42,13 @@ pub const FT_MOMENTUM: f32 = 0.9;
 const THRESHOLD: u8 = 64;
 const MARGIN: usize = 1;
 
-/// Weights blob, temporary format until the project's weights format (core `io`,
-/// issue 7) lands: magic `TLW1RAW1`, u32 LE number of f32 values, the values (LE, in
-/// parameter creation order), u32 LE CRC-32 (IEEE) of everything before it.
+/// Weights in the project's format (`torchlet::io`, version 1, CRC-32 checked), with
+/// W1's parameter names.
 fn weights_blob<const N: usize>(g: &Graph<'_, f32, N>) -> Result<Vec<u8>, Error> {
-    let mut out = b"TLW1RAW1".to_vec();
-    let mut values = Vec::new();
-    for i in 0..g.num_params() {
-        let t = g.param_handle(i).ok_or(Error::StaleTensor)?;
-        values.extend_from_slice(g.data(t)?);
-    }
-    out.extend_from_slice(&(values.len() as u32).to_le_bytes());
-    for v in values {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    let crc = crc32(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    let mut out = vec![0u8; io::saved_len_named(g, &io::DIGITS_FCN_NAMES)?];
+    let n = io::save_named(g, &io::DIGITS_FCN_NAMES, &mut out)?;
+    out.truncate(n);
     Ok(out)
-}
-
-/// CRC-32 (IEEE 802.3, as zlib), bit by bit: the exporter runs once.
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = 0xFFFF_FFFFu32;
-    for &b in bytes {
-        c ^= b as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-    }
-    c ^ 0xFFFF_FFFF
 }
 
 /// A cropped digit with pixels quantised to 4 bits (stored as `nibble * 17`, so that

@@ -211,8 +211,10 @@ fn check_shape(t: &JsonTensor, want: &[usize]) -> Result<(), Error> {
         return Err(Error::ShapeMismatch {
             op: "conformance",
             what: "grad_output shape vs output shape; element counts",
-            expected: want.iter().product(),
-            found: t.shape.iter().product(),
+            // Saturating: a grad_output of absurd dims must not overflow (found by review
+            // while fuzzing; replayed by tests/tests/weights_fuzz_regressions.rs).
+            expected: want.iter().fold(1usize, |a, &d| a.saturating_mul(d)),
+            found: t.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d)),
         });
     }
     Ok(())

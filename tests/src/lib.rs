@@ -4,6 +4,8 @@
 
 pub mod conformance;
 pub mod digits;
+pub mod fuzzing;
+pub mod safetensors;
 pub mod train;
 pub mod varsize;
 pub mod varsize_train;

@@ -154,10 +154,26 @@ async function main() {
     await page.waitForFunction(() => document.querySelector('#error').textContent === '', null, { timeout: 30000 });
     check((await page.textContent('#plan-summary')).includes('1x1x12x20'), 'plan works again after the error');
 
+    // 6. Weights: export (a download), a corrupt file is refused, the export loads back.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+    const saved = path.join(out, 'w1.tlwt');
+    await download.saveAs(saved);
+    const blob = fs.readFileSync(saved);
+    check(blob.subarray(0, 4).toString('latin1') === 'TLWT' && blob.length > 6218 * 4, `weights exported: ${blob.length} bytes`);
+    const bad = Buffer.from(blob);
+    bad[bad.length >> 1] ^= 0x40;
+    await page.setInputFiles('#import', { name: 'bad.tlwt', mimeType: 'application/octet-stream', buffer: bad });
+    await page.waitForFunction(() => document.querySelector('#error').textContent.length > 0, null, { timeout: 30000 });
+    const werr = await page.textContent('#error');
+    check(werr.startsWith('Error from the engine: corrupt data'), `corrupt weights refused: "${werr}"`);
+    await page.setInputFiles('#import', saved);
+    await page.waitForFunction(() => document.querySelector('#weights-status').textContent.startsWith('Loaded'), null, { timeout: 30000 });
+    check((await page.textContent('#error')) === '', `weights loaded back: ${await page.textContent('#weights-status')}`);
+
     check(problems.length === 0, `no page or console errors${problems.length ? ': ' + problems.join('; ') : ''}`);
     await page.close();
 
-    // 6. The benchmark harness (numbers, not a test), in the same browser run.
+    // 7. The benchmark harness (numbers, not a test), in the same browser run.
     if (process.argv.includes('--bench')) await bench(ctx, site.url);
   } finally {
     await ctx.close();

@@ -7,7 +7,7 @@ use crate::spec::{layer_name, NetSpec, SpecError};
 use torchlet::init::Rng;
 use torchlet::nn::Layer;
 use torchlet::optim::Sgd;
-use torchlet::{Error, Graph, Tensor};
+use torchlet::{io, Error, Graph, Tensor};
 
 /// Arena size when the caller passes 0: the plan of a batch of this many 28x28 images.
 pub const AUTO_BATCH: usize = 32;
@@ -232,6 +232,27 @@ impl Engine {
             g.set_grad_enabled(true);
             r
         })
+    }
+
+    /// The parameters in the project's weights format (`torchlet::io`, magic `TLWT`,
+    /// CRC-32); W1's records carry their PyTorch-style names (`c1.weight`, ...).
+    pub fn export_weights(&self) -> Result<Vec<u8>, Error> {
+        let g = self.g.get();
+        let names: &[&str] = match self.spec {
+            NetSpec::W1 => &io::DIGITS_FCN_NAMES,
+            NetSpec::Layers { .. } => &[],
+        };
+        let mut out = vec![0u8; io::saved_len_named(g, names)?];
+        let n = io::save_named(g, names, &mut out)?;
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// Loads parameters saved by [`Engine::export_weights`] (or the host converter).
+    /// Every check runs before any value is written: on error the model is untouched.
+    /// The optimizer's momentum is kept, as `load_state_dict` on a module keeps it.
+    pub fn import_weights(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.g.with(|g| io::load(g, bytes))
     }
 
     /// Share of `count` images (`h x w` each) whose prediction is the label, evaluated

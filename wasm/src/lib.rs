@@ -218,6 +218,19 @@ impl Model {
             .map_err(js_err)
     }
 
+    /// The parameters as bytes in the project's weights format (`torchlet::io`).
+    #[wasm_bindgen(js_name = exportWeights)]
+    pub fn export_weights(&self) -> Result<Vec<u8>, JsError> {
+        self.inner.export_weights().map_err(js_err)
+    }
+
+    /// Replaces the parameters with ones from `exportWeights` (same network). A corrupt
+    /// or mismatched blob throws and leaves the model as it was.
+    #[wasm_bindgen(js_name = importWeights)]
+    pub fn import_weights(&mut self, bytes: &[u8]) -> Result<(), JsError> {
+        self.inner.import_weights(bytes).map_err(js_err)
+    }
+
     /// Loss of the last successful training step (NaN before the first).
     #[wasm_bindgen(getter)]
     pub fn loss(&self) -> f32 {

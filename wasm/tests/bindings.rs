@@ -178,3 +178,57 @@ fn plans_equal_real_steps_over_many_sizes_and_batches() {
         assert_eq!(m.arena_bytes(), plan.train_bytes());
     }
 }
+
+#[wasm_bindgen_test]
+fn weights_round_trip_and_corrupt_blobs_are_refused() {
+    let mut a = Model::w1(5, 0.05, 0.9, 0.0).unwrap();
+    for step in 0..20 {
+        a.train_step(&bar(12, 20, step % 2 == 1, step), 1, 12, 20, &[(step % 2) as u32])
+            .unwrap();
+    }
+    let blob = a.export_weights().unwrap();
+    assert_eq!(&blob[..4], b"TLWT");
+    let img = bar(14, 9, true, 4);
+    let pa = a.predict(&img, 1, 14, 9).unwrap();
+
+    // Another model (other seed) predicts differently until it imports the weights.
+    let mut b = Model::w1(6, 0.05, 0.9, 0.0).unwrap();
+    assert_ne!(b.predict(&img, 1, 14, 9).unwrap(), pa);
+    b.import_weights(&blob).unwrap();
+    assert_eq!(
+        b.predict(&img, 1, 14, 9).unwrap(),
+        pa,
+        "bit-identical after import"
+    );
+    assert_eq!(b.export_weights().unwrap(), blob);
+
+    // Corrupt blobs throw the engine's message and leave the model as it was.
+    let mut flipped = blob.clone();
+    flipped[blob.len() / 2] ^= 0x40;
+    let e = message(b.import_weights(&flipped).unwrap_err());
+    assert!(e.starts_with("corrupt data"), "{e}");
+    let e = message(b.import_weights(&blob[..100]).unwrap_err());
+    assert!(e.starts_with("corrupt data"), "{e}");
+    let e = message(b.import_weights(b"not weights at all").unwrap_err());
+    assert!(e.starts_with("corrupt data"), "{e}");
+    assert_eq!(
+        b.predict(&img, 1, 14, 9).unwrap(),
+        pa,
+        "untouched after refused imports"
+    );
+
+    // Weights of another network are refused by shape.
+    let small = Model::from_layers(
+        r#"[{"type":"conv2d","out_channels":2,"kernel_size":3},{"type":"global_avg_pool2d"},
+            {"type":"flatten"},{"type":"linear","out_features":10}]"#,
+        1,
+        0,
+        0.1,
+        0.0,
+        0.0,
+    )
+    .unwrap();
+    let e = message(b.import_weights(&small.export_weights().unwrap()).unwrap_err());
+    assert!(!e.is_empty());
+    assert_eq!(b.predict(&img, 1, 14, 9).unwrap(), pa);
+}

@@ -241,4 +241,32 @@ $('plan-btn').onclick = async () => {
   }
 };
 
+$('export').onclick = async () => {
+  try {
+    const r = await request({ type: 'exportWeights' });
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(new Blob([r.bytes], { type: 'application/octet-stream' }));
+    a.download = 'w1.tlwt';
+    a.click();
+    showError('');
+    $('weights-status').textContent = `Exported ${r.bytes.length} bytes (w1.tlwt).`;
+  } catch (err) {
+    showError(err.message);
+  }
+};
+$('import').onchange = async (e) => {
+  const file = e.target.files[0];
+  if (!file) return;
+  try {
+    const r = await request({ type: 'importWeights', bytes: await file.arrayBuffer() });
+    showError('');
+    $('weights-status').textContent = `Loaded ${r.size} bytes from ${file.name}.`;
+  } catch (err) {
+    $('weights-status').textContent = '';
+    showError(err.message);
+  } finally {
+    e.target.value = '';
+  }
+};
+
 worker.postMessage({ type: 'init' });

@@ -81,6 +81,14 @@ const handlers = {
   plan({ h, w }) {
     return { type: 'plan', h, w, plan: planOf(h, w) };
   },
+  exportWeights() {
+    const bytes = model.exportWeights();
+    return { type: 'weights', bytes };
+  },
+  importWeights({ bytes }) {
+    model.importWeights(new Uint8Array(bytes));
+    return { type: 'imported', size: bytes.byteLength };
+  },
   finetune({ x, h, w, label, steps = 5, lr = 0.01 }) {
     const keep = model.lr;
     model.lr = lr;

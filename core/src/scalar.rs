@@ -194,8 +194,9 @@ impl Scalar for f32 {
         f32::is_finite(self)
     }
 
-    // Register-tiled convolutions on hosts and wasm (kernels/fast_f32); Cortex-M keeps
-    // the generic kernels, whose scalar loops fit its 32 FPU registers.
+    // Register-tiled convolutions on hosts and wasm (kernels/fast_f32, SIMD lanes) and
+    // on Cortex-M (kernels/m_f32, scalar FPU tiles sized for its 32 registers and small
+    // stacks).
     #[cfg(any(
         target_arch = "x86_64",
         target_arch = "x86",
@@ -222,5 +223,17 @@ impl Scalar for f32 {
     ))]
     fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
         crate::kernels::fast_f32::conv::conv2d_backward_weight(g, gy, x, gw)
+    }
+    #[cfg(target_arch = "arm")]
+    fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+        crate::kernels::m_f32::conv2d_forward(g, x, w, b, y)
+    }
+    #[cfg(target_arch = "arm")]
+    fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+        crate::kernels::m_f32::conv2d_backward_input(g, gy, w, gx)
+    }
+    #[cfg(target_arch = "arm")]
+    fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
+        crate::kernels::m_f32::conv2d_backward_weight(g, gy, x, gw)
     }
 }

@@ -10,6 +10,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod fast_f32;
 pub mod linear;
+pub mod m_f32;
 pub mod pad;
 pub mod pool;
 pub mod resize;

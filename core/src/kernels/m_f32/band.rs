@@ -1,0 +1,112 @@
+//! Zero-padded, column-phase-split copies of a band of rows of a few image planes.
+//!
+//! - A convolution tap reads the input at padded column `ox * sx + kx * dx`. Splitting
+//!   every padded row into `sx` phases (phase `f` holds padded columns `f, f + sx, ...`)
+//!   turns that into the contiguous run `phase[(kx*dx) % sx][ox + (kx*dx) / sx ..]`, so a
+//!   tile of neighbouring outputs reads neighbouring words for any stride.
+//! - Padding is real zeros in the copy: the inner loops have no border branches.
+//! - Every phase row has slack up to a multiple of [`TILE_COLS`] outputs plus the
+//!   kernel's reach, so the last (partial) tile of a row reads zeros, never the next row.
+//! - A band is the padded rows that `band_out` consecutive output rows read, so planes
+//!   of any height fit a fixed stack buffer: the driver walks the output in bands.
+
+/// The widest tile of outputs in a row (the one-channel tiles): rows are padded to it.
+pub(crate) const TILE_COLS: usize = 8;
+
+/// The layout of the copied band (all sizes in words).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Band {
+    /// Source rows and columns.
+    pub h: usize,
+    pub w: usize,
+    /// Zero padding (rows, columns).
+    pub pad: [usize; 2],
+    /// Row stride of the convolution.
+    pub sy: usize,
+    /// Column stride (the number of phases).
+    pub sx: usize,
+    /// Words per phase row.
+    pub pw: usize,
+    /// Words per padded row (`sx * pw`).
+    pub row: usize,
+    /// Output rows per band.
+    pub band_out: usize,
+    /// Words per channel (`rows * row`).
+    pub chan: usize,
+}
+
+impl Band {
+    /// The layout for `src = [h, w]` planes read by a `k = [kh, kw]` kernel with the
+    /// given padding, stride and dilation, producing `out = [oh, ow]` outputs, with as
+    /// many output rows per band as one channel's band fits in `words`; `None` when not
+    /// even one output row fits or a size overflows.
+    pub fn new(
+        src: [usize; 2],
+        pad: [usize; 2],
+        stride: [usize; 2],
+        dil: [usize; 2],
+        k: [usize; 2],
+        out: [usize; 2],
+        words: usize,
+    ) -> Option<Self> {
+        let [h, w] = src;
+        let sx = stride[1];
+        let data_cols = w.checked_add(pad[1].checked_mul(2)?)?.div_ceil(sx);
+        let reach_x = k[1].checked_sub(1)?.checked_mul(dil[1])?;
+        let read_cols = out[1]
+            .div_ceil(TILE_COLS)
+            .checked_mul(TILE_COLS)?
+            .checked_add(reach_x / sx)?;
+        let pw = data_cols.max(read_cols);
+        let row = pw.checked_mul(sx)?;
+        let reach_y = k[0].checked_sub(1)?.checked_mul(dil[0])?;
+        // Padded rows read by `b` output rows: (b - 1) * sy + reach_y + 1.
+        let max_rows = words / row.max(1);
+        let fit = max_rows.checked_sub(reach_y + 1)? / stride[0] + 1;
+        let band_out = fit.min(out[0]).max(1);
+        let rows = (band_out - 1).checked_mul(stride[0])?.checked_add(reach_y + 1)?;
+        let chan = rows.checked_mul(row)?;
+        (chan <= words && out[0] > 0).then_some(Band {
+            h,
+            w,
+            pad,
+            sy: stride[0],
+            sx,
+            pw,
+            row,
+            band_out,
+            chan,
+        })
+    }
+
+    /// Offset of tap `(ky, kx)` relative to output `(oy, ox)`'s base `oy*sy*row + ox`.
+    #[inline]
+    pub fn tap_offset(&self, ky: usize, kx: usize, dil: [usize; 2]) -> usize {
+        let c = kx * dil[1];
+        ky * dil[0] * self.row + (c % self.sx) * self.pw + c / self.sx
+    }
+
+    /// Copies padded rows `r0..r0 + rows` of `count` consecutive source planes (`h * w`
+    /// each, from `src`) into `buf`, channel after channel.
+    pub fn fill(&self, buf: &mut [f32], src: &[f32], count: usize, r0: usize) {
+        let plane = self.h * self.w;
+        for (c, dst) in buf[..count * self.chan].chunks_exact_mut(self.chan).enumerate() {
+            let s = &src[c * plane..][..plane];
+            for (r, drow) in dst.chunks_exact_mut(self.row).enumerate() {
+                drow.fill(0.0);
+                let Some(sr) = (r0 + r).checked_sub(self.pad[0]).filter(|&sr| sr < self.h) else {
+                    continue;
+                };
+                let srow = &s[sr * self.w..][..self.w];
+                if self.sx == 1 {
+                    drow[self.pad[1]..][..self.w].copy_from_slice(srow);
+                } else {
+                    for (c, &v) in srow.iter().enumerate() {
+                        let pc = c + self.pad[1];
+                        drow[(pc % self.sx) * self.pw + pc / self.sx] = v;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Register-tiled `f32` convolutions for Cortex-M (M4F, M7: 32 single-precision FPU
+//! registers), used through the `f32` kernel hooks of [`Scalar`](crate::Scalar) when
+//! `target_arch = "arm"` (see `scalar.rs`), and tested on every host.
+//!
+//! - [`conv`]: forward and backward-input (stride 1) on one correlation driver;
+//!   [`weight`]: backward-weight. Planes are copied in bands of rows, zero-padded and
+//!   phase-split, into a stack buffer (`band.rs`), so inner loops have no border
+//!   branches; register tiles (`tile.rs`) hold 4 output channels x 4 outputs (or 1 x 8).
+//! - Why not the host kernels (`fast_f32`): their 8-lane tiles of 4 channels need 32
+//!   accumulators, and their buffers are 80 KiB of stack; here the stack is bounded by
+//!   [`STACK_WORDS`] words (7 KiB) whatever the shape, and nothing comes from the arena.
+//! - Plain safe Rust, written so that LLVM keeps the tiles in registers at the
+//!   firmware's `opt-level = "s"` (which unrolls no loop): the lanes are unrolled by a
+//!   macro. On the M4F every multiply-add is one `VMLA.F32`, which rounds like a
+//!   multiply followed by an add, so forward results equal the generic kernel's.
+//! - Every kernel falls back to the generic one for shapes it does not cover (a kernel
+//!   whose weights for 4 output channels exceed [`PACK_WORDS`], a row wider than the
+//!   band buffer), and is tested against it on random shapes (`tests.rs`).
+
+pub mod conv;
+pub mod weight;
+
+pub(crate) mod band;
+pub(crate) mod tile;
+
+#[cfg(test)]
+mod tests;
+
+pub use conv::{conv2d_backward_input, conv2d_forward};
+pub use weight::conv2d_backward_weight;
+
+/// Words of the stack buffer holding a band of padded input planes (4 KiB).
+pub const BUF_WORDS: usize = 1024;
+/// Words of the stack buffer holding packed weights of one block of output channels
+/// (2.25 KiB: 4 channels x 16 input channels x 3x3 taps).
+pub const PACK_WORDS: usize = 576;
+/// Output channels per register tile.
+pub(crate) const OB: usize = 4;
+/// The most stack the kernels' buffers take, in words: band, packed weights and their
+/// group offsets (forward and backward-input; backward-weight takes only the band).
+pub const STACK_WORDS: usize = BUF_WORDS + PACK_WORDS + PACK_WORDS / OB;

@@ -1,0 +1,218 @@
+//! Every M-profile kernel against the plain generic one, on random shapes: odd sizes,
+//! strides 1..3, padding, dilation, groups and depthwise, batches, and sizes that make
+//! the kernels split channels or fall back.
+
+use crate::init::Rng;
+use crate::kernels::conv::{self as generic, ConvGeom};
+use crate::kernels::m_f32 as mk;
+
+fn random(rng: &mut Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.uniform(-1.0, 1.0)).collect()
+}
+
+/// A valid geometry, or `None` when the kernel does not fit the padded input.
+#[allow(clippy::too_many_arguments)]
+fn geom(
+    n: usize,
+    c_in: usize,
+    c_out: usize,
+    hw: [usize; 2],
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [usize; 2],
+    d: [usize; 2],
+    groups: usize,
+) -> Option<ConvGeom> {
+    let out = |i: usize| {
+        let span = (k[i] - 1) * d[i] + 1;
+        (hw[i] + 2 * p[i]).checked_sub(span).map(|v| v / s[i] + 1)
+    };
+    Some(ConvGeom {
+        n,
+        c_in,
+        h: hw[0],
+        w: hw[1],
+        c_out,
+        kh: k[0],
+        kw: k[1],
+        oh: out(0)?,
+        ow: out(1)?,
+        stride: s,
+        pad: p,
+        dil: d,
+        groups,
+    })
+}
+
+/// Equal up to rounding: the sums run in another order, and the rounding error of a sum
+/// grows with its number of `terms` (backward-weight sums over every output position).
+fn assert_close(what: &str, g: &ConvGeom, got: &[f32], want: &[f32], terms: usize) {
+    assert_eq!(got.len(), want.len());
+    let scale = (terms as f32 / 1000.0).max(1.0);
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-4 * scale * (1.0 + b.abs());
+        assert!((a - b).abs() <= tol, "{what} {g:?} [{i}]: {a} vs {b}");
+    }
+}
+
+/// Which passes the tiled kernels took (the others fell back to the generic kernel).
+#[derive(Debug, PartialEq)]
+struct Tiled {
+    fwd: bool,
+    bwi: bool,
+    bww: bool,
+}
+
+/// Runs all three kernels, tiled and generic, on one geometry with random data; the
+/// gradients start non-zero to check that both accumulate.
+fn check(rng: &mut Rng, g: &ConvGeom) -> Tiled {
+    let (cin_g, taps) = (g.c_in / g.groups, g.kh * g.kw);
+    let x = random(rng, g.n * g.c_in * g.h * g.w);
+    let w = random(rng, g.c_out * cin_g * taps);
+    let b = random(rng, g.c_out);
+    let gy = random(rng, g.n * g.c_out * g.oh * g.ow);
+
+    let bias = if rng.below(2) == 0 { Some(&b[..]) } else { None };
+    let mut y0 = random(rng, gy.len());
+    let mut y1 = y0.clone();
+    generic::conv2d_forward(g, &x, &w, bias, &mut y0);
+    let fwd = mk::conv::forward_tiled(g, &x, &w, bias, &mut y1);
+    if !fwd {
+        mk::conv2d_forward(g, &x, &w, bias, &mut y1);
+    }
+    // Same additions in the same order as the generic kernel (padding taps add +0.0):
+    // equal values, not just close ones.
+    assert_eq!(y1, y0, "forward {g:?}");
+
+    let mut gx0 = random(rng, x.len());
+    let mut gx1 = gx0.clone();
+    generic::conv2d_backward_input(g, &gy, &w, &mut gx0);
+    let bwi = mk::conv::backward_input_tiled(g, &gy, &w, &mut gx1);
+    if !bwi {
+        mk::conv2d_backward_input(g, &gy, &w, &mut gx1);
+    }
+    assert_close("backward-input", g, &gx1, &gx0, 1);
+
+    let mut gw0 = random(rng, w.len());
+    let mut gw1 = gw0.clone();
+    generic::conv2d_backward_weight(g, &gy, &x, &mut gw0);
+    let bww = mk::weight::backward_weight_tiled(g, &gy, &x, &mut gw1);
+    if !bww {
+        mk::conv2d_backward_weight(g, &gy, &x, &mut gw1);
+    }
+    assert_close("backward-weight", g, &gw1, &gw0, g.n * g.oh * g.ow);
+    Tiled { fwd, bwi, bww }
+}
+
+const ALL: Tiled = Tiled {
+    fwd: true,
+    bwi: true,
+    bww: true,
+};
+
+#[test]
+fn w1_layers_match_generic() {
+    let mut rng = Rng::new(1);
+    for n in [1, 3] {
+        for (c_in, c_out, hw) in [(1, 8, 28), (8, 16, 14), (16, 32, 7), (16, 32, 6), (1, 8, 12)] {
+            let g = geom(n, c_in, c_out, [hw, hw + 3], [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+            assert_eq!(check(&mut rng, &g), ALL, "{g:?}");
+        }
+    }
+}
+
+#[test]
+fn random_shapes_match_generic() {
+    let mut rng = Rng::new(7);
+    let (mut tested, mut tiled) = (0, [0; 3]);
+    while tested < 400 {
+        let groups = [1, 1, 2, 3][rng.below(4)];
+        let c_in = groups * (1 + rng.below(5));
+        let c_out = groups * (1 + rng.below(6));
+        let k = [1 + rng.below(4), 1 + rng.below(4)];
+        let s = [1 + rng.below(3), 1 + rng.below(3)];
+        let p = [rng.below(3), rng.below(3)];
+        let d = [1 + rng.below(2), 1 + rng.below(2)];
+        let hw = [1 + rng.below(19), 1 + rng.below(19)];
+        let n = 1 + rng.below(2);
+        if let Some(g) = geom(n, c_in, c_out, hw, k, s, p, d, groups) {
+            let t = check(&mut rng, &g);
+            for (count, ran) in tiled.iter_mut().zip([t.fwd, t.bwi, t.bww]) {
+                *count += ran as usize;
+            }
+            tested += 1;
+        }
+    }
+    // Forward and backward-weight cover every shape here; backward-input only stride 1
+    // in both directions (1 in 9 of these) with padding within the kernel's reach.
+    assert_eq!([tiled[0], tiled[2]], [tested, tested]);
+    assert!(
+        tiled[1] > tested / 20,
+        "backward-input tiled on {} of {tested}",
+        tiled[1]
+    );
+}
+
+const fn tiled(fwd: bool, bwi: bool, bww: bool) -> Tiled {
+    Tiled { fwd, bwi, bww }
+}
+
+#[test]
+fn depthwise_matches_generic() {
+    let mut rng = Rng::new(3);
+    for (c, hw, s) in [(8, [9, 13], [1, 1]), (6, [10, 7], [2, 2]), (5, [17, 17], [1, 2])] {
+        let want = tiled(true, s == [1, 1], true);
+        let g = geom(2, c, c, hw, [3, 3], s, [1, 1], [1, 1], c).unwrap();
+        assert_eq!(check(&mut rng, &g), want, "{g:?}");
+        let g = geom(1, c, 2 * c, hw, [3, 3], s, [1, 1], [1, 1], c).unwrap();
+        assert_eq!(check(&mut rng, &g), want, "{g:?}");
+    }
+}
+
+#[test]
+fn channel_splitting_bands_and_fallbacks_match_generic() {
+    let mut rng = Rng::new(5);
+    let cases = [
+        // Many channels: the band buffer and the weight pack hold only some per pass.
+        (geom(1, 70, 9, [12, 11], [3, 3], [1, 1], [1, 1], [1, 1], 1), ALL),
+        // W1 at 28x28 backward-input: 8 gradient planes of 30x34 words, one per pass.
+        (geom(2, 1, 8, [28, 28], [3, 3], [1, 1], [1, 1], [1, 1], 1), ALL),
+        // Planes taller than the buffer: walked in bands of rows, strided and dilated.
+        (geom(2, 3, 5, [100, 90], [3, 3], [1, 1], [1, 1], [1, 1], 1), ALL),
+        (
+            geom(2, 3, 5, [61, 40], [3, 3], [2, 2], [1, 1], [1, 1], 1),
+            tiled(true, false, true),
+        ),
+        (
+            geom(1, 3, 6, [50, 33], [3, 3], [1, 2], [1, 1], [2, 1], 1),
+            tiled(true, false, true),
+        ),
+        (geom(1, 2, 5, [45, 37], [3, 3], [1, 1], [2, 2], [2, 2], 1), ALL),
+        // A 9x9 kernel: single-tap groups, still tiled.
+        (geom(1, 2, 5, [12, 12], [9, 9], [1, 1], [4, 4], [1, 1], 1), ALL),
+        // More taps than the weight pack takes for 4 channels: generic forward and
+        // backward-input (backward-weight packs no weights).
+        (
+            geom(1, 2, 4, [16, 16], [13, 13], [1, 1], [6, 6], [1, 1], 1),
+            tiled(false, false, true),
+        ),
+        // A row wider than the band buffer: generic fallback.
+        (
+            geom(1, 1, 2, [3, 1100], [3, 3], [1, 1], [1, 1], [1, 1], 1),
+            tiled(false, false, false),
+        ),
+        // Padding wider than the kernel reach, and stride 2: backward-input falls back.
+        (
+            geom(1, 2, 3, [5, 6], [1, 1], [1, 1], [2, 1], [1, 1], 1),
+            tiled(true, false, true),
+        ),
+        (
+            geom(2, 3, 4, [9, 8], [3, 3], [2, 2], [1, 1], [1, 1], 1),
+            tiled(true, false, true),
+        ),
+    ];
+    for (g, want) in cases {
+        let g = g.unwrap();
+        assert_eq!(check(&mut rng, &g), want, "{g:?}");
+    }
+}

@@ -1,0 +1,139 @@
+//! Register tiles of the forward correlation: `OB` output channels x `OX` neighbouring
+//! outputs of one row, all in FPU registers.
+//!
+//! - A tap group is `KW` taps of one kernel row that read neighbouring words (`KW = 3`
+//!   for a 3-wide kernel at column stride and dilation 1, else `KW = 1`, one tap). Per
+//!   group the tile loads a window of `OX + KW - 1` inputs once and `KW * OB` packed
+//!   weights, and does `OB * OX * KW` multiply-adds (`VMLA.F32` on the M4F).
+//! - `opt-level = "s"` (the firmware's) never unrolls loops, and a loop over an
+//!   accumulator array keeps it in memory; so every loop over tile lanes is unrolled by
+//!   the [`unroll`] macro, which leaves only constant indices and lets LLVM keep the
+//!   accumulators in registers (16 + a 6-word window + weights of the 32 on the M4F).
+//! - The order of the additions is the generic kernel's (bias, then input channel by
+//!   input channel, tap by tap), so forward results equal it.
+
+/// Runs `$body` once per listed constant, with `$i` bound to it as a `const`.
+macro_rules! unroll {
+    ([$($n:literal),*], $i:ident => $body:block) => {
+        { $( { #[allow(non_upper_case_globals)] const $i: usize = $n; $body } )* }
+    };
+}
+pub(crate) use unroll;
+
+/// What a tile reads: the band of input planes, the group offsets into it (every
+/// input channel of the pass, group after group) and the packed weights (`KW * OB`
+/// per group, `[kx][o]`).
+pub(crate) struct Src<'a> {
+    pub buf: &'a [f32],
+    pub offs: &'a [usize],
+    pub wpack: &'a [f32],
+}
+
+/// Where a block of output rows goes: `OB` planes of `plane` words from `out[0]`,
+/// rows `oy0..oy1` of width `ow`, input row `oy` at `(oy - oy0) * row_step` in the band.
+pub(crate) struct Rows {
+    pub plane: usize,
+    pub ow: usize,
+    pub oy0: usize,
+    pub oy1: usize,
+    pub row_step: usize,
+}
+
+/// Defines `fn $name(src, rows, out, bias)`: the tiled correlation of one block of
+/// `OB` output channels over `rows`. With `bias`, the outputs are overwritten with
+/// `bias + correlation`; without, the correlation is added to them.
+macro_rules! corr_rows {
+    ($name:ident, $ob:literal, $ox:literal, $kw:literal,
+     os = [$($o:literal),*], ls = [$($l:literal),*], kxs = [$($kx:literal),*],
+     win = [$($x:literal),*]) => {
+        #[inline(never)]
+        pub(crate) fn $name(src: &Src, rows: &Rows, out: &mut [f32], bias: Option<[f32; $ob]>) {
+            const WIN: usize = $ox + $kw - 1;
+            for oy in rows.oy0..rows.oy1 {
+                let rb = (oy - rows.oy0) * rows.row_step;
+                let mut ox = 0;
+                while ox < rows.ow {
+                    let cols = (rows.ow - ox).min($ox);
+                    let at = oy * rows.ow + ox;
+                    let mut a = [[0.0f32; $ox]; $ob];
+                    match bias {
+                        Some(b) => unroll!([$($o),*], O => { a[O] = [b[O]; $ox]; }),
+                        None if cols == $ox => unroll!([$($o),*], O => {
+                            let r = &out[O * rows.plane + at..][..$ox];
+                            unroll!([$($l),*], L => { a[O][L] = r[L]; });
+                        }),
+                        None => unroll!([$($o),*], O => {
+                            let mut t = [0.0f32; $ox];
+                            t[..cols].copy_from_slice(&out[O * rows.plane + at..][..cols]);
+                            a[O] = t;
+                        }),
+                    }
+                    let base = rb + ox;
+                    for (wg, &off) in src.wpack.chunks_exact($kw * $ob).zip(src.offs) {
+                        let s = &src.buf[base + off..][..WIN];
+                        let xw: [f32; WIN] = [$(s[$x]),*];
+                        unroll!([$($kx),*], KX => {
+                            unroll!([$($o),*], O => {
+                                let w = wg[KX * $ob + O];
+                                unroll!([$($l),*], L => { a[O][L] += w * xw[L + KX]; });
+                            });
+                        });
+                    }
+                    if cols == $ox {
+                        unroll!([$($o),*], O => {
+                            let r = &mut out[O * rows.plane + at..][..$ox];
+                            unroll!([$($l),*], L => { r[L] = a[O][L]; });
+                        });
+                    } else {
+                        unroll!([$($o),*], O => {
+                            let t: [f32; $ox] = a[O];
+                            out[O * rows.plane + at..][..cols].copy_from_slice(&t[..cols]);
+                        });
+                    }
+                    ox += $ox;
+                }
+            }
+        }
+    };
+}
+
+corr_rows!(
+    rows_4x4_k3,
+    4,
+    4,
+    3,
+    os = [0, 1, 2, 3],
+    ls = [0, 1, 2, 3],
+    kxs = [0, 1, 2],
+    win = [0, 1, 2, 3, 4, 5]
+);
+corr_rows!(
+    rows_4x4_k1,
+    4,
+    4,
+    1,
+    os = [0, 1, 2, 3],
+    ls = [0, 1, 2, 3],
+    kxs = [0],
+    win = [0, 1, 2, 3]
+);
+corr_rows!(
+    rows_1x8_k3,
+    1,
+    8,
+    3,
+    os = [0],
+    ls = [0, 1, 2, 3, 4, 5, 6, 7],
+    kxs = [0, 1, 2],
+    win = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+);
+corr_rows!(
+    rows_1x8_k1,
+    1,
+    8,
+    1,
+    os = [0],
+    ls = [0, 1, 2, 3, 4, 5, 6, 7],
+    kxs = [0],
+    win = [0, 1, 2, 3, 4, 5, 6, 7]
+);

@@ -159,6 +159,10 @@ fn random_shapes_match_generic() {
     );
 }
 
+const fn tiled(fwd: bool, bwi: bool, bww: bool) -> Tiled {
+    Tiled { fwd, bwi, bww }
+}
+
 #[test]
 fn depthwise_matches_generic() {
     let mut rng = Rng::new(3);

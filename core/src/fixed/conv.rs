@@ -216,13 +216,21 @@ fn taps_in(at: usize, pad: usize, dil: usize, k_len: usize, len: usize) -> (usiz
 #[inline(always)]
 fn dot_row<D: Dot>(acc: &mut D, x: &[Q16], w: &[Q16], step: usize) {
     if step == 1 {
-        if let ([w0, w1, w2], [x0, x1, x2, ..]) = (w, x) {
-            acc.mac(x0.0, w0.0);
-            acc.mac(x1.0, w1.0);
-            acc.mac(x2.0, w2.0);
-        } else {
-            for (xv, wv) in x.iter().zip(w) {
-                acc.mac(xv.0, wv.0);
+        match (w, x) {
+            ([w0, w1, w2], [x0, x1, x2, ..]) => {
+                acc.mac(x0.0, w0.0);
+                acc.mac(x1.0, w1.0);
+                acc.mac(x2.0, w2.0);
+            }
+            ([w0, w1], [x0, x1, ..]) => {
+                acc.mac(x0.0, w0.0);
+                acc.mac(x1.0, w1.0);
+            }
+            ([w0], [x0, ..]) => acc.mac(x0.0, w0.0),
+            _ => {
+                for (xv, wv) in x.iter().zip(w) {
+                    acc.mac(xv.0, wv.0);
+                }
             }
         }
     } else {
@@ -236,13 +244,21 @@ fn dot_row<D: Dot>(acc: &mut D, x: &[Q16], w: &[Q16], step: usize) {
 #[inline(always)]
 fn dot_row_rev<D: Dot>(acc: &mut D, x: &[Q16], w: &[Q16], step: usize) {
     if step == 1 {
-        if let ([w0, w1, w2], [x0, x1, x2, ..]) = (w, x) {
-            acc.mac(x0.0, w2.0);
-            acc.mac(x1.0, w1.0);
-            acc.mac(x2.0, w0.0);
-        } else {
-            for (xv, wv) in x.iter().zip(w.iter().rev()) {
-                acc.mac(xv.0, wv.0);
+        match (w, x) {
+            ([w0, w1, w2], [x0, x1, x2, ..]) => {
+                acc.mac(x0.0, w2.0);
+                acc.mac(x1.0, w1.0);
+                acc.mac(x2.0, w0.0);
+            }
+            ([w0, w1], [x0, x1, ..]) => {
+                acc.mac(x0.0, w1.0);
+                acc.mac(x1.0, w0.0);
+            }
+            ([w0], [x0, ..]) => acc.mac(x0.0, w0.0),
+            _ => {
+                for (xv, wv) in x.iter().zip(w.iter().rev()) {
+                    acc.mac(xv.0, wv.0);
+                }
             }
         }
     } else {
@@ -252,13 +268,56 @@ fn dot_row_rev<D: Dot>(acc: &mut D, x: &[Q16], w: &[Q16], step: usize) {
     }
 }
 
+/// Entries of a tap table: the taps of one window, as (index offset in the source
+/// planes, weight). 160 entries (1,280 bytes of stack) hold every window of W1's
+/// forward passes and of its first two backward-input passes; larger windows use the
+/// row loops.
+const TABLE: usize = 160;
+
+/// Calls `f(start, end, k0, k1)` for each run of consecutive coordinates in `0..len`
+/// whose tap window `window(o) = (k0, k1)` is the same (at most `2 * (k - 1) + 1` runs).
+#[inline(always)]
+fn bands(
+    len: usize,
+    window: impl Fn(usize) -> (usize, usize),
+    mut f: impl FnMut(usize, usize, usize, usize),
+) {
+    let mut o = 0;
+    while o < len {
+        let w = window(o);
+        let mut e = o + 1;
+        while e < len && window(e) == w {
+            e += 1;
+        }
+        f(o, e, w.0, w.1);
+        o = e;
+    }
+}
+
+/// `acc += sum src[off] * w` over the table, flushed every `seg` entries.
+#[inline(always)]
+fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, i32)], seg: usize) {
+    let mut rest = table;
+    while !rest.is_empty() {
+        let (part, tail) = rest.split_at(seg.min(rest.len()));
+        for &(off, w) in part {
+            acc.mac(src[off as usize].0, w);
+        }
+        acc.flush();
+        rest = tail;
+    }
+}
+
 /// `y = conv(x, w) + b`, exact sums rounded once.
 pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
     let cin_g = g.c_in / g.groups;
-    match Plan::new(x, w, g.kh * g.kw, cin_g * g.kh * g.kw) {
-        Plan::Split8(units) => forward_with::<Split8>(g, x, w, b, y, units),
-        Plan::Fast16(units) => forward_with::<Fast16>(g, x, w, b, y, units),
-        Plan::Wide => forward_with::<WideDot>(g, x, w, b, y, cin_g),
+    let table = cin_g * g.kh * g.kw <= TABLE;
+    match (Plan::new(x, w, g.kh * g.kw, cin_g * g.kh * g.kw), table) {
+        (Plan::Split8(units), true) => forward_table::<Split8>(g, x, w, b, y, units),
+        (Plan::Split8(units), false) => forward_with::<Split8>(g, x, w, b, y, units),
+        (Plan::Fast16(units), true) => forward_table::<Fast16>(g, x, w, b, y, units),
+        (Plan::Fast16(units), false) => forward_with::<Fast16>(g, x, w, b, y, units),
+        (Plan::Wide, _) => forward_with::<WideDot>(g, x, w, b, y, cin_g),
     }
 }
 
@@ -311,6 +370,69 @@ fn forward_with<D: Dot>(
     }
 }
 
+/// The forward pass with tap tables: the plane is cut into regions whose outputs share
+/// one tap window (the interior and the padded borders), and each region's table is
+/// built once per output channel.
+#[inline(never)]
+fn forward_table<D: Dot>(
+    g: &ConvGeom,
+    x: &[Q16],
+    w: &[Q16],
+    b: Option<&[Q16]>,
+    y: &mut [Q16],
+    chans_per_flush: usize,
+) {
+    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([sy, sx], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
+    let cpf = chans_per_flush.clamp(1, cin_g.max(1));
+    let mut table = [(0u32, 0i32); TABLE];
+    for n in 0..g.n {
+        for oc in 0..g.c_out {
+            let grp = oc / cout_g;
+            let xs = &x[(n * g.c_in + grp * cin_g) * ip..][..cin_g * ip];
+            let wk = &w[oc * cin_g * taps..][..cin_g * taps];
+            let bias = b.map_or(0, |b| b[oc].0);
+            let yp = &mut y[(n * g.c_out + oc) * op..][..op];
+            bands(
+                g.oh,
+                |oy| taps_in(oy * sy, py, dy, g.kh, g.h),
+                |oy0, oy1, ky0, ky1| {
+                    bands(
+                        g.ow,
+                        |ox| taps_in(ox * sx, px, dx, g.kw, g.w),
+                        |ox0, ox1, kx0, kx1| {
+                            // Offsets from the window's first tap (ky0, kx0) of channel 0.
+                            let mut len = 0;
+                            for ic in 0..cin_g {
+                                for ky in ky0..ky1 {
+                                    for kx in kx0..kx1 {
+                                        let off = ic * ip + (ky - ky0) * dy * g.w + (kx - kx0) * dx;
+                                        table[len] = (off as u32, wk[ic * taps + ky * g.kw + kx].0);
+                                        len += 1;
+                                    }
+                                }
+                            }
+                            let seg = (cpf * (ky1 - ky0) * (kx1 - kx0)).max(1);
+                            for oy in oy0..oy1 {
+                                let yr = &mut yp[oy * g.ow..][ox0..ox1];
+                                for (ox, yv) in (ox0..ox1).zip(yr.iter_mut()) {
+                                    let mut acc = D::zero();
+                                    if len > 0 {
+                                        let base = (oy * sy + ky0 * dy - py) * g.w + ox * sx + kx0 * dx - px;
+                                        dot_table(&mut acc, &xs[base..], &table[..len], seg);
+                                    }
+                                    *yv = finish(bias, acc.total());
+                                }
+                            }
+                        },
+                    );
+                },
+            );
+        }
+    }
+}
+
 /// `gx += conv_transpose(gy, w)`, exact sums rounded once per input element.
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
     let cout_g = g.c_out / g.groups;
@@ -338,72 +460,148 @@ fn out_taps(at: usize, pad: usize, dil: usize, k_len: usize, out_len: usize) -> 
     (k0, k1)
 }
 
-#[inline(never)]
 fn backward_input_with<D: Dot>(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16], chans_per_flush: usize) {
     let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
-    let ([sy, sx], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
     let cpf = chans_per_flush.clamp(1, cout_g.max(1));
     for n in 0..g.n {
         for ic in 0..g.c_in {
             let (grp, icg) = (ic / cin_g, ic % cin_g);
             let gys = &gy[(n * g.c_out + grp * cout_g) * op..][..cout_g * op];
-            // Weight of (output channel j of the group, this input channel, tap t).
+            // Weights of (output channel j of the group, this input channel): from
+            // `j * cin_g * taps` on.
             let wk = &w[(grp * cout_g * cin_g + icg) * taps..];
             let gxp = &mut gx[(n * g.c_in + ic) * ip..][..ip];
-            for iy in 0..g.h {
-                let (ky0, ky1) = out_taps(iy, py, dy, g.kh, g.oh * sy);
-                let gxr = &mut gxp[iy * g.w..][..g.w];
-                for (ix, gxv) in gxr.iter_mut().enumerate() {
-                    let (kx0, kx1) = out_taps(ix, px, dx, g.kw, g.ow * sx);
-                    let mut acc = D::zero();
-                    if kx0 < kx1 && ky0 < ky1 {
-                        if sy == 1 && sx == 1 {
-                            // Output rows iy + py - ky * dy for ky = ky1-1 down to ky0, columns
-                            // ix + px - kx * dx for kx = kx1-1 down to kx0: both ascending.
-                            let col = ix + px - (kx1 - 1) * dx;
-                            for j0 in (0..cout_g).step_by(cpf) {
-                                for j in j0..(j0 + cpf).min(cout_g) {
-                                    let gyp = &gys[j * op..][..op];
-                                    let wc = &wk[j * cin_g * taps..][..taps];
-                                    for ky in ky0..ky1 {
-                                        let row = (iy + py - ky * dy) * g.ow;
-                                        dot_row_rev(
-                                            &mut acc,
-                                            &gyp[row + col..],
-                                            &wc[ky * g.kw..][kx0..kx1],
-                                            dx,
-                                        );
-                                    }
-                                }
-                                acc.flush();
-                            }
-                        } else {
-                            for j0 in (0..cout_g).step_by(cpf) {
-                                for j in j0..(j0 + cpf).min(cout_g) {
-                                    let gyp = &gys[j * op..][..op];
-                                    let wc = &wk[j * cin_g * taps..][..taps];
-                                    for ky in ky0..ky1 {
-                                        let ty = iy + py - ky * dy;
-                                        if ty % sy != 0 {
-                                            continue;
-                                        }
-                                        let gr = &gyp[(ty / sy) * g.ow..][..g.ow];
-                                        for kx in kx0..kx1 {
-                                            let tx = ix + px - kx * dx;
-                                            if tx % sx == 0 {
-                                                acc.mac(gr[tx / sx].0, wc[ky * g.kw + kx].0);
-                                            }
-                                        }
-                                    }
-                                }
-                                acc.flush();
+            if g.stride == [1, 1] && cout_g * taps <= TABLE {
+                gather_plane_table::<D>(g, gys, wk, gxp, cpf);
+            } else if g.stride == [1, 1] {
+                gather_plane_s1::<D>(g, gys, wk, gxp, cpf);
+            } else {
+                gather_plane_strided::<D>(g, gys, wk, gxp, cpf);
+            }
+        }
+    }
+}
+
+/// One input-gradient plane, stride 1, with tap tables built once per region of
+/// input pixels that share a tap window.
+#[inline(never)]
+fn gather_plane_table<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], cpf: usize) {
+    let (op, taps) = (g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([dy, dx], [py, px]) = (g.dil, g.pad);
+    let mut table = [(0u32, 0i32); TABLE];
+    bands(
+        g.h,
+        |iy| out_taps(iy, py, dy, g.kh, g.oh),
+        |iy0, iy1, ky0, ky1| {
+            bands(
+                g.w,
+                |ix| out_taps(ix, px, dx, g.kw, g.ow),
+                |ix0, ix1, kx0, kx1| {
+                    if ky0 == ky1 || kx0 == kx1 {
+                        return;
+                    }
+                    // Offsets from output (iy + py - (ky1-1) dy, ix + px - (kx1-1) dx) of channel 0.
+                    let mut len = 0;
+                    for j in 0..cout_g {
+                        for ky in ky0..ky1 {
+                            for kx in kx0..kx1 {
+                                let off = j * op + (ky1 - 1 - ky) * dy * g.ow + (kx1 - 1 - kx) * dx;
+                                table[len] = (off as u32, wk[j * cin_g * taps + ky * g.kw + kx].0);
+                                len += 1;
                             }
                         }
                     }
-                    *gxv = finish(gxv.0, acc.total());
-                }
+                    let seg = (cpf * (ky1 - ky0) * (kx1 - kx0)).max(1);
+                    for iy in iy0..iy1 {
+                        let gxr = &mut gxp[iy * g.w..][ix0..ix1];
+                        for (ix, gxv) in (ix0..ix1).zip(gxr.iter_mut()) {
+                            let base = (iy + py - (ky1 - 1) * dy) * g.ow + ix + px - (kx1 - 1) * dx;
+                            let mut acc = D::zero();
+                            dot_table(&mut acc, &gys[base..], &table[..len], seg);
+                            *gxv = finish(gxv.0, acc.total());
+                        }
+                    }
+                },
+            );
+        },
+    );
+}
+
+/// One input-gradient plane, stride 1: every tap range is contiguous.
+#[inline(never)]
+fn gather_plane_s1<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], cpf: usize) {
+    let (op, taps) = (g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([dy, dx], [py, px]) = (g.dil, g.pad);
+    let (row_step, wc_step) = (dy * g.ow, cin_g * taps);
+    for iy in 0..g.h {
+        let (ky0, ky1) = out_taps(iy, py, dy, g.kh, g.oh);
+        let gxr = &mut gxp[iy * g.w..][..g.w];
+        for (ix, gxv) in gxr.iter_mut().enumerate() {
+            let (kx0, kx1) = out_taps(ix, px, dx, g.kw, g.ow);
+            if kx0 == kx1 || ky0 == ky1 {
+                continue;
             }
+            // Output rows iy + py - ky * dy and columns ix + px - kx * dx, walked with
+            // ky and kx descending so that both ascend.
+            let first = (iy + py - (ky1 - 1) * dy) * g.ow + ix + px - (kx1 - 1) * dx;
+            let mut acc = D::zero();
+            let mut j = 0;
+            while j < cout_g {
+                let end = (j + cpf).min(cout_g);
+                while j < end {
+                    let mut gi = j * op + first;
+                    let mut wi = j * wc_step + (ky1 - 1) * g.kw;
+                    for _ in ky0..ky1 {
+                        dot_row_rev(&mut acc, &gys[gi..], &wk[wi + kx0..wi + kx1], dx);
+                        gi += row_step;
+                        wi = wi.wrapping_sub(g.kw);
+                    }
+                    j += 1;
+                }
+                acc.flush();
+            }
+            *gxv = finish(gxv.0, acc.total());
+        }
+    }
+}
+
+/// One input-gradient plane, any stride: taps whose output coordinate is not whole
+/// are skipped one by one (slower; W1 has stride 1 everywhere).
+#[inline(never)]
+fn gather_plane_strided<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], cpf: usize) {
+    let (op, taps) = (g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([sy, sx], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
+    for iy in 0..g.h {
+        let (ky0, ky1) = out_taps(iy, py, dy, g.kh, g.oh * sy);
+        let gxr = &mut gxp[iy * g.w..][..g.w];
+        for (ix, gxv) in gxr.iter_mut().enumerate() {
+            let (kx0, kx1) = out_taps(ix, px, dx, g.kw, g.ow * sx);
+            let mut acc = D::zero();
+            for j0 in (0..cout_g).step_by(cpf) {
+                for j in j0..(j0 + cpf).min(cout_g) {
+                    let gyp = &gys[j * op..][..op];
+                    let wc = &wk[j * cin_g * taps..][..taps];
+                    for ky in ky0..ky1 {
+                        let ty = iy + py - ky * dy;
+                        if ty % sy != 0 {
+                            continue;
+                        }
+                        let gr = &gyp[(ty / sy) * g.ow..][..g.ow];
+                        for kx in kx0..kx1 {
+                            let tx = ix + px - kx * dx;
+                            if tx % sx == 0 {
+                                acc.mac(gr[tx / sx].0, wc[ky * g.kw + kx].0);
+                            }
+                        }
+                    }
+                }
+                acc.flush();
+            }
+            *gxv = finish(gxv.0, acc.total());
         }
     }
 }

@@ -7,6 +7,7 @@
 use torchlet::init::Rng;
 use torchlet::io;
 use torchlet::optim::Sgd;
+use torchlet::plan::Planner;
 use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Result, Scalar, Tensor, Q16};
 
 const TAPE: usize = 40;
@@ -280,4 +281,41 @@ fn misuse_of_external_tensors_is_an_error() {
         matches!(last, Err(Error::InvalidParam { op: "external", .. })),
         "{last:?}"
     );
+}
+
+#[test]
+fn the_planner_keeps_native_sizes_that_fit_and_shrinks_the_others() {
+    let convs: &'static [Vec<Q16>] = Box::leak(conv_weights::<Q16>().into_boxed_slice());
+    let planner = Planner::<Q16, TAPE, _, _>::new(
+        |g| build(g, convs, true),
+        |g, p, h, w| {
+            let x = g.input(&[1, 1, h, w], &[])?;
+            let logits = forward(g, p, x)?;
+            g.cross_entropy(logits, &[0])
+        },
+    );
+    let budget = 10 * 1024;
+    let mut resized = 0;
+    for (h, w) in [(8, 8), (12, 7), (22, 22), (22, 6), (16, 20), (28, 28), (13, 13)] {
+        let (th, tw) = planner.largest_within(budget, h, w).unwrap();
+        if planner.fits(h, w, budget) {
+            assert_eq!((th, tw), (h, w), "a native size that fits is kept");
+        } else {
+            resized += 1;
+            assert!(th < h && planner.fits(th, tw, budget), "{h}x{w} -> {th}x{tw}");
+            let tw1 = ((w * (th + 1) + h / 2) / h).max(1);
+            assert!(
+                !planner.fits(th + 1, tw1, budget),
+                "{h}x{w}: {th}x{tw} is the largest"
+            );
+            assert_eq!(tw, ((w * th + h / 2) / h).max(1), "aspect ratio kept");
+        }
+        // A real step at that size runs in the budget.
+        let plan = planner.plan(th, tw).unwrap();
+        let (.., high) = step::<Q16>(true, th, tw, budget).unwrap();
+        assert_eq!(high, plan.step_bytes);
+    }
+    assert!(resized >= 3, "the budget makes the large ones shrink ({resized})");
+    // Nothing valid fits in a budget below the head's own bytes.
+    assert_eq!(planner.largest_within(2000, 22, 22), None);
 }

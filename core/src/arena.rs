@@ -20,6 +20,10 @@
 //!   the exact high-water mark a real step would reach, while kernels are skipped.
 //! - Every allocation is checked; running out is [`Error::ArenaExhausted`] with the
 //!   bytes needed and free, and leaves the arena as it was.
+//! - *External* data (frozen weights in flash, see [`crate::Graph::external`]) is not in
+//!   the buffer at all: it is mapped read-only after the buffer's end, at word offsets
+//!   `capacity..`, so a span names it like any other and the ops' reads find it through
+//!   [`Arena::views`] unchanged. It takes no arena bytes and is never written.
 
 use crate::error::{Error, Result};
 use crate::scalar::Scalar;
@@ -38,9 +42,20 @@ impl Span {
     }
 }
 
+/// How many external (read-only, outside the buffer) slices one arena can map.
+pub const MAX_EXTERNAL: usize = 8;
+
 /// The memory of one graph: a typed buffer and two bump pointers.
 pub struct Arena<'a, S: Scalar> {
     buf: &'a mut [S],
+    /// Read-only slices mapped after the buffer, in order, from word `capacity` on
+    /// (a plain array, not a `heapless::Vec`: the arena must have no `Drop`, or a
+    /// caller's buffer would stay borrowed until the graph goes out of scope).
+    external: [&'a [S]; MAX_EXTERNAL],
+    /// How many of `external` are in use.
+    n_external: usize,
+    /// Words mapped so far: the next external slice starts at `capacity + external_words`.
+    external_words: usize,
     capacity: usize,
     meta: bool,
     dry: bool,
@@ -55,6 +70,9 @@ impl<'a, S: Scalar> Arena<'a, S> {
         let capacity = buf.len();
         Arena {
             buf,
+            external: [&[]; MAX_EXTERNAL],
+            n_external: 0,
+            external_words: 0,
             capacity,
             meta: false,
             dry: false,
@@ -68,6 +86,9 @@ impl<'a, S: Scalar> Arena<'a, S> {
     pub fn meta(capacity_words: usize) -> Arena<'static, S> {
         Arena {
             buf: &mut [],
+            external: [&[]; MAX_EXTERNAL],
+            n_external: 0,
+            external_words: 0,
             capacity: capacity_words,
             meta: true,
             dry: false,
@@ -160,6 +181,50 @@ impl<'a, S: Scalar> Arena<'a, S> {
         Ok(span)
     }
 
+    /// Maps a read-only slice after the buffer and returns its span. It takes no arena
+    /// bytes (the high-water mark does not move), in a meta arena too.
+    pub(crate) fn map_external(&mut self, data: &'a [S]) -> Result<Span> {
+        let off = self
+            .capacity
+            .checked_add(self.external_words)
+            .ok_or(Error::Overflow { op: "external" })?;
+        let words = self
+            .external_words
+            .checked_add(data.len())
+            .filter(|w| w.checked_add(self.capacity).is_some())
+            .ok_or(Error::Overflow { op: "external" })?;
+        let slot = self
+            .external
+            .get_mut(self.n_external)
+            .ok_or(Error::InvalidParam {
+                op: "external",
+                what: "too many external tensors for one graph; the limit is",
+                value: MAX_EXTERNAL as i64,
+            })?;
+        *slot = data;
+        self.n_external += 1;
+        self.external_words = words;
+        Ok(Span { off, len: data.len() })
+    }
+
+    /// Whether `span` names external (read-only) data rather than the buffer.
+    pub(crate) fn is_external(&self, span: Span) -> bool {
+        span.len > 0 && span.off >= self.capacity
+    }
+
+    /// The external data `span` names, if it lies inside one mapped slice (a free
+    /// function of the fields, so it can run while the buffer is borrowed mutably).
+    fn external_slice(external: &[&'a [S]], capacity: usize, span: Span) -> Option<&'a [S]> {
+        let mut base = capacity;
+        for &e in external {
+            if span.off >= base && span.end() <= base + e.len() {
+                return e.get(span.off - base..span.end() - base);
+            }
+            base += e.len();
+        }
+        None
+    }
+
     /// The current scratch top, to hand back to [`Arena::release`].
     pub(crate) fn mark(&self) -> usize {
         self.scratch_top
@@ -213,8 +278,12 @@ impl<'a, S: Scalar> Arena<'a, S> {
         }
     }
 
-    /// Read access to a span (empty in a meta arena).
+    /// Read access to a span (empty in a meta arena, except for external data).
     pub(crate) fn get(&self, span: Span) -> &[S] {
+        if self.is_external(span) {
+            return Self::external_slice(&self.external[..self.n_external], self.capacity, span)
+                .unwrap_or(&[]);
+        }
         self.buf.get(span.off..span.end()).unwrap_or(&[])
     }
 
@@ -239,11 +308,17 @@ impl<'a, S: Scalar> Arena<'a, S> {
         if self.is_meta() {
             return Ok(([&[][..]; R], &mut []));
         }
+        if self.is_external(write) {
+            return Err(read_only());
+        }
+        let (external, cap) = (&self.external[..self.n_external], self.capacity);
         let (lo, rest) = self.buf.split_at_mut(write.off.min(self.capacity));
         let (mid, hi) = rest.split_at_mut(write.len.min(rest.len()));
         let mut out: [&[S]; R] = [&[]; R];
         for (o, r) in out.iter_mut().zip(reads.iter()) {
-            *o = if r.end() <= write.off {
+            *o = if r.len > 0 && r.off >= cap {
+                Self::external_slice(external, cap, *r).ok_or_else(outside)?
+            } else if r.end() <= write.off {
                 &lo[r.off..r.end()]
             } else if r.off >= write.end() && r.end() <= write.end() + hi.len() {
                 &hi[r.off - write.end()..r.end() - write.end()]
@@ -256,6 +331,20 @@ impl<'a, S: Scalar> Arena<'a, S> {
             };
         }
         Ok((out, mid))
+    }
+}
+
+/// A write to external data was asked for: they are read-only (frozen).
+fn read_only() -> Error {
+    Error::InvalidState {
+        what: "external (frozen) data is read-only",
+    }
+}
+
+/// An external span that no mapped slice holds.
+fn outside() -> Error {
+    Error::InvalidState {
+        what: "external span outside its data (engine bug)",
     }
 }
 
@@ -273,6 +362,10 @@ impl<S: Scalar> Arena<'_, S> {
         if self.is_meta() {
             return Ok(([&[][..]; R], &mut [], &mut []));
         }
+        if self.is_external(w1) || self.is_external(w2) {
+            return Err(read_only());
+        }
+        let (external, cap) = (&self.external[..self.n_external], self.capacity);
         let swap = w2.off < w1.off;
         let (a, b) = if swap { (w2, w1) } else { (w1, w2) };
         if a.end() > b.off || b.end() > self.capacity {
@@ -288,6 +381,10 @@ impl<S: Scalar> Arena<'_, S> {
         let pieces: [(usize, &[S]); 3] = [(0, p0), (a.end(), p1), (b.end(), p2)];
         let mut out: [&[S]; R] = [&[]; R];
         for (o, r) in out.iter_mut().zip(reads.iter()) {
+            if r.len > 0 && r.off >= cap {
+                *o = Self::external_slice(external, cap, *r).ok_or_else(outside)?;
+                continue;
+            }
             let piece = pieces
                 .iter()
                 .find(|(start, p)| r.off >= *start && r.end() <= start + p.len());

@@ -87,6 +87,46 @@ where
         self.largest_scaled(budget, [1, 1]).map(|(h, _)| h)
     }
 
+    /// The input size to use for an `h x w` sample in `budget` bytes: `h x w` itself
+    /// when its training step fits, otherwise the largest `th x tw` with `th < h` and
+    /// `tw = round(w * th / h)` (the sample's aspect ratio, at least 1) that fits, or
+    /// `None` when no valid size does. Bisection over `th`, after a scan up from 1 past
+    /// the sizes too small to be valid inputs (their plans are errors).
+    pub fn largest_within(&self, budget: usize, h: usize, w: usize) -> Option<(usize, usize)> {
+        if self.fits(h, w, budget) {
+            return Some((h, w));
+        }
+        let size = |th: usize| {
+            let tw = w.checked_mul(th)?.checked_add(h / 2)? / h;
+            Some((th, tw.max(1)))
+        };
+        let fits = |th: usize| size(th).is_some_and(|(a, b)| self.fits(a, b, budget));
+        // The smallest valid size: below it plans are errors; at or above it they are
+        // plans, and the first one that does not fit ends the search.
+        let mut lo = 1;
+        loop {
+            if lo >= h {
+                return None;
+            }
+            let (a, b) = size(lo)?;
+            match self.plan(a, b) {
+                Ok(p) if p.step_bytes <= budget => break,
+                Ok(_) => return None,
+                Err(_) => lo += 1,
+            }
+        }
+        let mut hi = h; // does not fit (checked first)
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        size(lo)
+    }
+
     /// The largest `k * aspect[0] x k * aspect[1]` input whose training step fits in
     /// `budget` bytes, or `None` when even the smallest valid one does not.
     pub fn largest_scaled(&self, budget: usize, aspect: [usize; 2]) -> Option<(usize, usize)> {

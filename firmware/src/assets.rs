@@ -8,7 +8,7 @@
 //! records are trusted.
 
 use torchlet::io::crc32;
-use torchlet::Error;
+use torchlet::{Error, Q16};
 
 const HEADER: usize = 12;
 
@@ -37,6 +37,21 @@ impl Sample<'_> {
         for (i, v) in dst.iter_mut().enumerate() {
             *v = self.pixel(i);
         }
+    }
+
+    /// Writes the `h * w` pixels as Q16.16 (`nibble / 15`, rounded to nearest with
+    /// integers only: no float on the fixed-point path).
+    pub fn fill_q16(&self, dst: &mut [Q16]) {
+        for (i, v) in dst.iter_mut().enumerate() {
+            let b = self.packed[i / 2];
+            let nibble = if i.is_multiple_of(2) { b >> 4 } else { b & 0x0F } as i32;
+            *v = Q16((nibble * 65536 + 7) / 15);
+        }
+    }
+
+    /// The packed 4-bit pixels as stored (to copy a record into another file).
+    pub fn packed(&self) -> &[u8] {
+        self.packed
     }
 
     /// Writes the digit centred on a larger `h x w` canvas of zeros (used to make an

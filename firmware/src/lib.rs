@@ -9,7 +9,10 @@
 pub mod assets;
 pub mod counter;
 pub mod heap;
+pub mod m0_recipe;
+pub mod stack;
 pub mod w1;
+pub mod w1_head;
 pub mod weights;
 
 use cortex_m_rt::{exception, ExceptionFrame};

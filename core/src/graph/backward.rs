@@ -215,6 +215,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let params_ok = [Some(w as u16), b].into_iter().flatten().all(|p| {
             let p = p as usize;
             p < self.n_params
+                && self.nodes[p].requires_grad
                 && self.nodes[p].grad.is_none()
                 && !self.nodes[self.n_params..i]
                     .iter()

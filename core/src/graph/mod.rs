@@ -2,6 +2,9 @@
 //!
 //! - Parameters are created once, at setup, in the arena's long-lived end; their
 //!   gradients sit next to them and accumulate until [`Graph::zero_grad`].
+//! - Frozen tensors whose data stays outside the arena ([`Graph::external`], for
+//!   example pretrained weights in flash) are created at setup too: they take no arena
+//!   bytes, get no gradient, and ops read them in place.
 //! - A step creates inputs and calls ops (methods of [`Graph`], one file per op family
 //!   in `ops/`); each call validates its parameters, allocates its output from scratch,
 //!   runs the kernel and appends a record to the tape.
@@ -100,7 +103,8 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.nodes.len()
     }
 
-    /// Number of parameters.
+    /// Number of parameters, frozen external tensors included (they share the
+    /// parameters' numbering and handles).
     pub fn num_params(&self) -> usize {
         self.n_params
     }
@@ -160,6 +164,11 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         Ok(self.node(t)?.grad.map(|g| self.arena.get(g)))
     }
 
+    /// Whether `t`'s data is external (a frozen tensor from [`Graph::external`]).
+    pub(crate) fn is_external(&self, t: Tensor) -> Result<bool> {
+        Ok(self.arena.is_external(self.node(t)?.data))
+    }
+
     /// Write access to a parameter's values (initialisation, loading weights).
     pub fn param_data_mut(&mut self, t: Tensor) -> Result<&mut [S]> {
         if t.gen != PARAM_GEN {
@@ -170,6 +179,13 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             });
         }
         let span = self.node(t)?.data;
+        if self.arena.is_external(span) {
+            return Err(Error::InvalidParam {
+                op: "param_data_mut",
+                what: "tensor is external (frozen, read-only data); parameter index",
+                value: t.id as i64,
+            });
+        }
         Ok(self.arena.get_mut(span))
     }
 
@@ -213,6 +229,39 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.nodes
             .push(node)
             .map_err(|_| Error::TapeFull { capacity: N })?;
+        self.n_params += 1;
+        Ok(Tensor {
+            id: id as NodeId,
+            gen: PARAM_GEN,
+        })
+    }
+
+    /// A frozen tensor whose values stay where they are (`data`, typically a `static`
+    /// array in flash): no arena bytes, no gradient, never written. Ops read it in
+    /// place, so a network whose frozen layers are larger than the RAM can still run;
+    /// a meta graph plans it the same way (it counts nothing for it). Like
+    /// [`Graph::param`], it is created at setup, before a step records ops, and lives
+    /// for the whole run; optimizers skip it. `data` must hold exactly the shape's
+    /// number of elements ([`Error::ShapeMismatch`] otherwise).
+    pub fn external(&mut self, dims: &[usize], data: &'a [S]) -> Result<Tensor> {
+        if self.nodes.len() != self.n_params {
+            return Err(Error::InvalidState {
+                what: "external tensors must be created before a step records ops",
+            });
+        }
+        let shape = Shape::new(dims)?;
+        if shape.numel() != data.len() {
+            return Err(Error::ShapeMismatch {
+                op: "external",
+                what: "data length vs shape",
+                expected: shape.numel(),
+                found: data.len(),
+            });
+        }
+        self.ensure_room()?;
+        let span = self.arena.map_external(data)?;
+        let id = self.nodes.len();
+        self.push_node(Node::new(shape, span, Op::Leaf, false, Span::EMPTY))?;
         self.n_params += 1;
         Ok(Tensor {
             id: id as NodeId,
@@ -381,10 +430,12 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         };
     }
 
-    /// Visit every parameter with its data and gradient (optimizers, weight I/O).
+    /// Visit every trainable parameter with its data and gradient (optimizers); frozen
+    /// external tensors are left out.
     pub(crate) fn param_spans(&self) -> impl Iterator<Item = (Span, Span)> + '_ {
         self.nodes[..self.n_params]
             .iter()
+            .filter(|n| n.requires_grad)
             .map(|n| (n.data, n.grad.unwrap_or(Span::EMPTY)))
     }
 

@@ -55,6 +55,13 @@ fn check_record<S: Scalar, const N: usize>(g: &Graph<'_, S, N>, i: usize, r: &Re
         });
     }
     let t = g.param_handle(i).ok_or(Error::StaleTensor)?;
+    if g.is_external(t)? {
+        return Err(Error::InvalidParam {
+            op: "load weights",
+            what: "parameter is external (frozen, read-only data); index",
+            value: i as i64,
+        });
+    }
     let want = g.shape(t)?;
     if want.rank() != r.shape.rank() {
         return Err(Error::ShapeMismatch {

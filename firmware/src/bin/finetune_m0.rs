@@ -1,0 +1,194 @@
+//! On-device fine-tuning on a Cortex-M0 in Q16.16 fixed point, within the micro:bit's
+//! 16 KiB of RAM (QEMU `microbit`, `thumbv6m-none-eabi`).
+//!
+//! - W1's frozen convolutions (5,888 values, 23,552 bytes: more than the RAM) are read
+//!   in place from flash (`Graph::external`); only the classifier head (linear 32->10,
+//!   weight and bias) is trained, with fused SGD (`src/w1_head.rs`).
+//! - The arena is one static buffer (`m0_recipe::ARENA_BYTES`); nothing is allocated.
+//! - Each digit is used at its native size when the meta plan of its training step fits
+//!   the arena, otherwise resized in the graph to the largest size that fits (the
+//!   planner's answer); the program reports how many needed it, and skips (never
+//!   faults on) a sample for which nothing fits.
+//! - The stack is painted at boot; at the end the program reports static RAM + stack
+//!   high-water and fails if they reach 16 KiB. It exits 0 only when held-out accuracy
+//!   rose by [`MARGIN_POINTS`], every step's real arena high-water equalled its plan,
+//!   and the RAM check held.
+#![no_std]
+#![no_main]
+
+use core::ptr::addr_of_mut;
+use cortex_m_rt::entry;
+use torchlet::{Error, Graph, Q16};
+use torchlet_firmware::m0_recipe::{ARENA_BYTES, EPOCHS, LR};
+use torchlet_firmware::w1_head::{evaluate, train_epoch, Frozen, HeadModel, PassStats, SizeTable, TAPE_M0};
+use torchlet_firmware::{assets::Samples, code, exit, stack};
+
+/// The pretrained weights as Q16 statics in flash (`tests/examples/export_m0_assets.rs`).
+mod w1_q16 {
+    use torchlet::Q16;
+    include!("../../assets/w1_q16.rs");
+}
+
+static SAMPLES: &[u8] = include_bytes!("../../assets/digits_cropped.bin");
+static FROZEN: Frozen<'static> = Frozen {
+    conv: [
+        &w1_q16::CONV1_W,
+        &w1_q16::CONV1_B,
+        &w1_q16::CONV2_W,
+        &w1_q16::CONV2_B,
+        &w1_q16::CONV3_W,
+        &w1_q16::CONV3_B,
+    ],
+    head: [&w1_q16::FC_W, &w1_q16::FC_B],
+};
+static mut ARENA: [Q16; ARENA_BYTES / 4] = [Q16(0); ARENA_BYTES / 4];
+
+/// Held-out accuracy must rise by at least this many percentage points.
+const MARGIN_POINTS: usize = 20;
+
+fn log_pass(what: &str, st: &PassStats) {
+    defmt::info!(
+        "{=str}: {=usize}/{=usize} correct, {=usize} resized to fit, {=usize} skipped",
+        what,
+        st.correct,
+        st.n,
+        st.resized,
+        st.skipped
+    );
+}
+
+fn run() -> Result<bool, Error> {
+    let samples = Samples::parse(SAMPLES)?;
+    defmt::info!(
+        "samples: {=usize} fine-tuning + {=usize} held-out cropped digits, {=usize} bytes of flash",
+        samples.n_finetune,
+        samples.n_heldout,
+        SAMPLES.len()
+    );
+    // Plan every distinct size once, before the real graph exists.
+    let sizes = SizeTable::build(&FROZEN, LR, samples.iter(), ARENA_BYTES, |p| match p.target {
+        Some((h, w)) => defmt::info!(
+            "plan {=u8}x{=u8}: used at {=u8}x{=u8}, {=u32} arena bytes",
+            p.native.0,
+            p.native.1,
+            h,
+            w,
+            p.step_bytes
+        ),
+        None => defmt::warn!(
+            "plan {=u8}x{=u8}: no valid size fits the arena",
+            p.native.0,
+            p.native.1
+        ),
+    })?;
+    defmt::info!("{=usize} distinct sample sizes planned", sizes.len());
+    defmt::info!(
+        "stack high-water while planning: {=usize} bytes (a graph of {=usize} records is {=usize} bytes)",
+        stack::high_water(),
+        TAPE_M0,
+        core::mem::size_of::<Graph<'static, Q16, TAPE_M0>>()
+    );
+    stack::paint(); // measure the training phase afresh
+    train(&sizes, &samples)
+}
+
+/// Fine-tunes and evaluates (the real graph lives in this frame only).
+#[inline(never)]
+fn train(sizes: &SizeTable, samples: &Samples<'static>) -> Result<bool, Error> {
+    // SAFETY: the only reference ever made to ARENA, taken once here.
+    let arena: &'static mut [Q16] = unsafe { &mut *addr_of_mut!(ARENA) };
+    let mut g: Graph<'static, Q16, TAPE_M0> = Graph::new(arena);
+    let m = HeadModel::new(&mut g, &FROZEN, LR)?;
+    let frozen_bytes: usize = FROZEN.conv.iter().map(|c| c.len() * 4).sum();
+    defmt::info!(
+        "arena {=usize} bytes (static), head {=usize} bytes in it; frozen layers {=usize} bytes read in place from flash",
+        g.arena().capacity_bytes(),
+        g.arena().persistent_bytes(),
+        frozen_bytes
+    );
+
+    let before = evaluate(&m, &mut g, sizes, samples.heldout())?;
+    log_pass("held-out before", &before);
+    let (mut mismatch, mut high, mut resized, mut skipped, mut saturated) = (0, 0, 0, 0, 0);
+    for epoch in 1..=EPOCHS {
+        let st = train_epoch(&m, &mut g, sizes, samples.finetune(), |i, s, step| {
+            match step {
+            Some(t) => defmt::info!(
+                "epoch {=usize} step {=usize} {=usize}x{=usize} used at {=usize}x{=usize}: loss {=f32}, arena {=usize} bytes (plan {=usize})",
+                epoch, i, s.h, s.w, t.target.0, t.target.1, t.loss.to_f32(), t.high_water, t.planned
+            ),
+            None => defmt::warn!("sample {=usize} {=usize}x{=usize} skipped: no valid size fits the arena", i, s.h, s.w),
+        }
+        })?;
+        let acc = evaluate(&m, &mut g, sizes, samples.heldout())?;
+        defmt::info!(
+            "epoch {=usize}: mean loss {=f32}, {=usize}/{=usize} samples resized to fit, held-out accuracy {=usize}/{=usize}",
+            epoch,
+            Q16((st.loss_sum / st.n.max(1) as i64) as i32).to_f32(),
+            st.resized,
+            st.n,
+            acc.correct,
+            acc.n
+        );
+        mismatch += st.plan_mismatch;
+        high = high.max(st.high_water);
+        resized = st.resized;
+        skipped += st.skipped;
+        saturated += st.saturated;
+    }
+    let after = evaluate(&m, &mut g, sizes, samples.heldout())?;
+    log_pass("held-out after", &after);
+    defmt::info!(
+        "fine-tuning samples resized to fit: {=usize}/{=usize}, held-out: {=usize}/{=usize}; skipped: {=usize}; steps with Q16 saturation: {=usize}",
+        resized,
+        samples.n_finetune,
+        after.resized,
+        after.n,
+        skipped,
+        saturated
+    );
+    defmt::info!(
+        "arena: {=usize} bytes, real high-water {=usize} bytes; steps whose high-water differed from the plan: {=usize}",
+        g.arena().capacity_bytes(),
+        high,
+        mismatch
+    );
+    let (statics, stack_hw, ram) = (stack::static_bytes(), stack::high_water(), stack::ram_bytes());
+    let ram_ok = statics + stack_hw < ram && !stack::reached_statics();
+    defmt::info!(
+        "RAM: static {=usize} bytes + stack high-water {=usize} bytes = {=usize} of {=usize} bytes",
+        statics,
+        stack_hw,
+        statics + stack_hw,
+        ram
+    );
+    defmt::info!(
+        "held-out accuracy: before {=usize}/{=usize}, after {=usize}/{=usize} (required: +{=usize} points)",
+        before.correct,
+        before.n,
+        after.correct,
+        after.n,
+        MARGIN_POINTS
+    );
+    let improved = after.correct * 100 >= before.correct * 100 + MARGIN_POINTS * after.n;
+    Ok(improved && mismatch == 0 && ram_ok)
+}
+
+#[entry]
+fn main() -> ! {
+    stack::paint();
+    match run() {
+        Ok(true) => {
+            defmt::info!("PASS finetune_m0");
+            exit(code::OK)
+        }
+        Ok(false) => {
+            defmt::error!("FAIL finetune_m0: accuracy margin, plan or RAM check failed");
+            exit(code::CHECK_FAILED)
+        }
+        Err(e) => {
+            defmt::error!("engine error: {}", e);
+            exit(code::ENGINE_ERROR)
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The M0 program's recipe and sizes, shared with the host exporter that simulates it
+//! (`tests/examples/export_m0_assets.rs`), so both run the same numbers.
+
+/// Bytes of the static arena (Q16 words): what is left of the 16 KiB of RAM after the
+/// stack's measured high-water mark (6,116 bytes) and the other statics (24 bytes),
+/// with a margin of about 256 bytes. More arena lets more digits keep more pixels.
+pub const ARENA_BYTES: usize = 9984;
+/// Fused SGD learning rate of the head.
+pub const LR: f32 = 0.03;
+/// Passes over the fine-tuning digits.
+pub const EPOCHS: usize = 3;

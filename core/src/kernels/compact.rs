@@ -20,24 +20,21 @@ pub fn mask_words(n: usize) -> usize {
 }
 
 /// `x = max(x, 0)` in place, recording `x > 0` in `mask` (empty: no mask kept).
+/// Written with selects and shifts only, so the loops vectorise (no branch per element).
 pub fn relu_inplace_masked<S: Scalar>(x: &mut [S], mask: &mut [S]) {
     if mask.is_empty() {
         for v in x.iter_mut() {
             // NaN and non-positive values become 0, as in `relu`.
-            if (*v).partial_cmp(&S::ZERO) != Some(core::cmp::Ordering::Greater) {
-                *v = S::ZERO;
-            }
+            *v = if *v > S::ZERO { *v } else { S::ZERO };
         }
         return;
     }
     for (chunk, m) in x.chunks_mut(MASK_BITS).zip(mask.iter_mut()) {
         let mut bits = 0u32;
         for (j, v) in chunk.iter_mut().enumerate() {
-            if *v > S::ZERO {
-                bits |= 1 << j;
-            } else {
-                *v = S::ZERO;
-            }
+            let pos = *v > S::ZERO;
+            bits |= (pos as u32) << j;
+            *v = if pos { *v } else { S::ZERO };
         }
         *m = S::from_bits(bits);
     }
@@ -48,9 +45,7 @@ pub fn relu_masked_backward<S: Scalar>(gy: &[S], mask: &[S], gx: &mut [S]) {
     for ((gxc, gyc), m) in gx.chunks_mut(MASK_BITS).zip(gy.chunks(MASK_BITS)).zip(mask) {
         let bits = m.to_bits();
         for (j, (d, &g)) in gxc.iter_mut().zip(gyc).enumerate() {
-            if bits >> j & 1 == 1 {
-                *d += g;
-            }
+            *d += if bits >> j & 1 == 1 { g } else { S::ZERO };
         }
     }
 }
@@ -60,9 +55,7 @@ pub fn relu_mask_in_place<S: Scalar>(g: &mut [S], mask: &[S]) {
     for (gc, m) in g.chunks_mut(MASK_BITS).zip(mask) {
         let bits = m.to_bits();
         for (j, v) in gc.iter_mut().enumerate() {
-            if bits >> j & 1 == 0 {
-                *v = S::ZERO;
-            }
+            *v = if bits >> j & 1 == 1 { *v } else { S::ZERO };
         }
     }
 }
@@ -215,7 +208,8 @@ pub fn max_pool2d_backward_packed<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], 
 }
 
 /// [`max_pool2d_backward_packed`] for 2x2 windows: byte `k` of the positions is output
-/// `k`'s winner, `2 * ky + kx`.
+/// `k`'s winner, `2 * ky + kx`. Every element of the covered rows gets `gy` or zero
+/// added, in order: no scattered stores, and the loops vectorise.
 fn max_pool_2x2_backward_packed<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], gx: &mut [S]) {
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     let mut k = 0usize;
@@ -223,10 +217,20 @@ fn max_pool_2x2_backward_packed<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], gx
         let gxp = &mut gx[p * ip..][..ip];
         for oy in 0..g.oh {
             let gyr = &gy[p * op + oy * g.ow..][..g.ow];
-            for (ox, &gv) in gyr.iter().enumerate() {
-                let at = (idx[k / 4].to_bits() >> (8 * (k % 4))) as usize & 3;
+            let (top, rest) = gxp[2 * oy * g.w..].split_at_mut(g.w);
+            let bottom = &mut rest[..g.w];
+            for ((&gv, t), b) in gyr
+                .iter()
+                .zip(top.chunks_exact_mut(2))
+                .zip(bottom.chunks_exact_mut(2))
+            {
+                let at = idx[k / 4].to_bits() >> (8 * (k % 4)) & 3;
                 k += 1;
-                gxp[(2 * oy + (at >> 1)) * g.w + 2 * ox + (at & 1)] += gv;
+                let pick = |i: u32| if at == i { gv } else { S::ZERO };
+                t[0] += pick(0);
+                t[1] += pick(1);
+                b[0] += pick(2);
+                b[1] += pick(3);
             }
         }
     }

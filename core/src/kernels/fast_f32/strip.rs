@@ -101,7 +101,7 @@ impl Strip {
             .zip(src[..count * h * w].chunks_exact(h * w))
         {
             for (r, srow) in s.chunks_exact(w).enumerate() {
-                dst[(r + self.pad[0]) * self.row + self.pad[1]..][..w].copy_from_slice(srow);
+                copy_short(&mut dst[(r + self.pad[0]) * self.row + self.pad[1]..][..w], srow);
             }
         }
     }
@@ -119,6 +119,25 @@ impl Strip {
                 f(p, oy * self.out[1] + ox, seg.min(self.out[1] - ox));
             }
             p += seg;
+        }
+    }
+}
+
+/// `dst.copy_from_slice(&src[..dst.len()])` in fixed-size moves: the runs here are a
+/// few words long, too short for a `memmove` call to pay off.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len();
+    let src = &src[..n];
+    let mut k = 0;
+    while n - k >= 8 {
+        dst[k..k + 8].copy_from_slice(&src[k..k + 8]);
+        k += 8;
+    }
+    for step in [4, 2, 1] {
+        if n - k >= step {
+            dst[k..k + step].copy_from_slice(&src[k..k + step]);
+            k += step;
         }
     }
 }
@@ -265,7 +284,7 @@ impl Tiles<'_> {
             Init::Load => {
                 self.strip.runs(p0, width, |p, at, n| {
                     for o in 0..B {
-                        tmp[o * width + p - p0..][..n].copy_from_slice(&dst[o * plane + at..][..n]);
+                        copy_short(&mut tmp[o * width + p - p0..][..n], &dst[o * plane + at..]);
                     }
                 });
                 for (o, a) in acc.iter_mut().enumerate() {
@@ -295,7 +314,7 @@ impl Tiles<'_> {
         }
         self.strip.runs(p0, width, |p, at, n| {
             for o in 0..B {
-                dst[o * plane + at..][..n].copy_from_slice(&tmp[o * width + p - p0..][..n]);
+                copy_short(&mut dst[o * plane + at..][..n], &tmp[o * width + p - p0..]);
             }
         });
         width
@@ -370,8 +389,14 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
         return false;
     };
     let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
+    if taps == 0 {
+        return false;
+    }
+    if cin * taps < BY_POSITION_BELOW {
+        return weight_by_position(g, &s, gy, x, gw);
+    }
     let ocp = cout.next_multiple_of(8);
-    if taps == 0 || s.len * ocp > T_WORDS {
+    if s.len * ocp > T_WORDS {
         return false;
     }
     let chunk = (PLANE_WORDS / s.chan)
@@ -431,6 +456,139 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
         }
     }
     true
+}
+
+/// Backward-weight with fewer (input channel, tap) rows than this per group uses
+/// [`weight_by_position`]: transposing `gy` costs more than the few products per
+/// element it feeds (W1's first layer has 9 rows).
+const BY_POSITION_BELOW: usize = 32;
+
+/// Backward-weight for few rows: vectors run along strip positions, a tile is `B`
+/// output channels x `T` (input channel, tap) rows of 8-lane partial sums over one
+/// sample's strip, summed across lanes at the end. `gy` planes are copied into strips
+/// (zeros at dropped positions), no transposition.
+#[target_feature(enable = "avx2,fma")]
+fn weight_by_position(g: &ConvGeom, s: &Strip, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
+    let stride = s.len.next_multiple_of(8);
+    let chunk = (PLANE_WORDS / s.chan).min(MAX_K / taps).min(cin);
+    if chunk == 0 || OB * stride > T_WORDS {
+        return false;
+    }
+    let mut buf = [0.0f32; PLANE_WORDS];
+    let mut gys = [0.0f32; T_WORDS];
+    let mut offs = [0usize; MAX_K];
+    let (op, ip) = (g.oh * g.ow, g.h * g.w);
+    for grp in 0..g.groups {
+        let mut c0 = 0;
+        while c0 < cin {
+            let nin = chunk.min(cin - c0);
+            let kk = nin * taps;
+            s.offsets(nin, [g.kh, g.kw], g.dil, &mut offs);
+            for n in 0..g.n {
+                s.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
+                for o0 in (0..cout).step_by(OB) {
+                    let b = OB.min(cout - o0);
+                    let oc = grp * cout + o0;
+                    let src = &gy[(n * g.c_out + oc) * op..][..b * op];
+                    // Kept positions only: the rest stays zero from the start.
+                    for (o, plane) in src.chunks_exact(op).enumerate() {
+                        for (oy, r) in plane.chunks_exact(g.ow).enumerate() {
+                            copy_short(&mut gys[o * stride + oy * s.row..][..g.ow], r);
+                        }
+                    }
+                    let d = Lanes {
+                        buf: &buf[..nin * s.chan],
+                        gys: &gys[..b * stride],
+                        stride,
+                    };
+                    let mut k0 = 0;
+                    while k0 < kk {
+                        let t = if kk - k0 >= 3 { 3 } else { 1 };
+                        let o = &offs[k0..];
+                        let sums = match (b, t) {
+                            (OB, 3) => d.tile::<OB, 3>(o),
+                            (OB, _) => d.tile::<OB, 1>(o),
+                            (_, 3) => d.tile::<1, 3>(o),
+                            _ => d.tile::<1, 1>(o),
+                        };
+                        let step = if b == OB { OB } else { 1 };
+                        for (i, row) in sums.iter().enumerate().take(step) {
+                            let at = ((oc + i) * cin + c0) * taps + k0;
+                            for (dst, v) in gw[at..][..t].iter_mut().zip(row) {
+                                *dst += v;
+                            }
+                        }
+                        k0 += t;
+                    }
+                    // Channels of a short last block one at a time.
+                    if b != OB {
+                        for i in 1..b {
+                            let d = Lanes {
+                                buf: &buf[..nin * s.chan],
+                                gys: &gys[i * stride..][..stride],
+                                stride,
+                            };
+                            for (k, &off) in offs[..kk].iter().enumerate() {
+                                let v = d.tile::<1, 1>(&[off]);
+                                gw[((oc + i) * cin + c0) * taps + k] += v[0][0];
+                            }
+                        }
+                    }
+                }
+            }
+            c0 += nin;
+        }
+    }
+    true
+}
+
+/// Position-vector tiles of [`weight_by_position`].
+struct Lanes<'a> {
+    buf: &'a [f32],
+    /// Output-gradient strips, `stride` words apart.
+    gys: &'a [f32],
+    stride: usize,
+}
+
+impl Lanes<'_> {
+    /// `sums[o][t] = sum_p gys[o][p] * buf[offs[t] + p]` for `B` channels, `T` rows.
+    #[target_feature(enable = "avx2,fma")]
+    fn tile<const B: usize, const T: usize>(&self, offs: &[usize]) -> [[f32; 3]; OB] {
+        let len = self.stride;
+        let mut acc = [[splat(0.0); T]; B];
+        let mut xs: [&[f32]; T] = [&[]; T];
+        for (x, &off) in xs.iter_mut().zip(offs) {
+            *x = &self.buf[off..][..len];
+        }
+        let mut gs: [&[f32]; B] = [&[]; B];
+        for (o, gsl) in gs.iter_mut().enumerate() {
+            *gsl = &self.gys[o * self.stride..][..len];
+        }
+        let mut p = 0;
+        while p < len {
+            let mut xv = [splat(0.0); T];
+            for (v, x) in xv.iter_mut().zip(&xs) {
+                *v = load(&x[p..]);
+            }
+            for (a, gsl) in acc.iter_mut().zip(&gs) {
+                let gv = load(&gsl[p..]);
+                for (av, &x) in a.iter_mut().zip(&xv) {
+                    *av = fma(gv, x, *av);
+                }
+            }
+            p += 8;
+        }
+        let mut sums = [[0.0f32; 3]; OB];
+        let mut tmp = [0.0f32; 8];
+        for (srow, a) in sums.iter_mut().zip(&acc) {
+            for (s, &av) in srow.iter_mut().zip(a) {
+                store(av, &mut tmp);
+                *s = tmp.iter().sum();
+            }
+        }
+        sums
+    }
 }
 
 /// Backward-weight tiles over one sample: `gwT[k][oc] += sum_p x[offs[k] + p] * gyT[p][oc]`.

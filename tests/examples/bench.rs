@@ -111,7 +111,9 @@ fn torchlet_case(batch: usize, h: usize, w: usize, iters: usize) -> (Timing, Tim
 /// Median microseconds of each layer's forward, the loss, backward and the SGD step
 /// of one W1 training step (`--layers`): where the time goes.
 fn layer_profile(batch: usize, h: usize, w: usize, iters: usize) {
-    let bytes = plan_bytes(batch, h, w).expect("plan");
+    // Layer by layer keeps every activation (no freeing, no in-place ReLU as
+    // `Sequential::forward` does), so it needs several times the planned arena.
+    let bytes = 6 * plan_bytes(batch, h, w).expect("plan");
     let mut arena = vec![0.0f32; bytes / 4];
     let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
     let mut rng = Rng::new(0);

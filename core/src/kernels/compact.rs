@@ -20,24 +20,21 @@ pub fn mask_words(n: usize) -> usize {
 }
 
 /// `x = max(x, 0)` in place, recording `x > 0` in `mask` (empty: no mask kept).
+/// Written with selects and shifts only, so the loops vectorise (no branch per element).
 pub fn relu_inplace_masked<S: Scalar>(x: &mut [S], mask: &mut [S]) {
     if mask.is_empty() {
         for v in x.iter_mut() {
             // NaN and non-positive values become 0, as in `relu`.
-            if (*v).partial_cmp(&S::ZERO) != Some(core::cmp::Ordering::Greater) {
-                *v = S::ZERO;
-            }
+            *v = if *v > S::ZERO { *v } else { S::ZERO };
         }
         return;
     }
     for (chunk, m) in x.chunks_mut(MASK_BITS).zip(mask.iter_mut()) {
         let mut bits = 0u32;
         for (j, v) in chunk.iter_mut().enumerate() {
-            if *v > S::ZERO {
-                bits |= 1 << j;
-            } else {
-                *v = S::ZERO;
-            }
+            let pos = *v > S::ZERO;
+            bits |= (pos as u32) << j;
+            *v = if pos { *v } else { S::ZERO };
         }
         *m = S::from_bits(bits);
     }
@@ -48,9 +45,7 @@ pub fn relu_masked_backward<S: Scalar>(gy: &[S], mask: &[S], gx: &mut [S]) {
     for ((gxc, gyc), m) in gx.chunks_mut(MASK_BITS).zip(gy.chunks(MASK_BITS)).zip(mask) {
         let bits = m.to_bits();
         for (j, (d, &g)) in gxc.iter_mut().zip(gyc).enumerate() {
-            if bits >> j & 1 == 1 {
-                *d += g;
-            }
+            *d += if bits >> j & 1 == 1 { g } else { S::ZERO };
         }
     }
 }
@@ -60,9 +55,7 @@ pub fn relu_mask_in_place<S: Scalar>(g: &mut [S], mask: &[S]) {
     for (gc, m) in g.chunks_mut(MASK_BITS).zip(mask) {
         let bits = m.to_bits();
         for (j, v) in gc.iter_mut().enumerate() {
-            if bits >> j & 1 == 0 {
-                *v = S::ZERO;
-            }
+            *v = if bits >> j & 1 == 1 { *v } else { S::ZERO };
         }
     }
 }
@@ -93,6 +86,66 @@ fn start(o: usize, stride: usize, pad: usize) -> isize {
 /// Max pooling (PyTorch's rules: first maximum wins, NaN propagates); when `idx` is
 /// not empty it receives each winner's window position, packed.
 pub fn max_pool2d_forward_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
+    if is_2x2(g) {
+        return max_pool_2x2_packed(g, x, y, idx);
+    }
+    max_pool_packed_general(g, x, y, idx)
+}
+
+/// 2x2 windows with stride 2 and no padding, all inside the input (W1's pools): the
+/// fast paths below need no window clipping and no divisions.
+fn is_2x2(g: &PoolGeom) -> bool {
+    g.kernel == [2, 2] && g.stride == [2, 2] && g.pad == [0, 0] && 2 * g.oh <= g.h && 2 * g.ow <= g.w
+}
+
+/// `best` against the next element of the window: a larger value wins, and so does the
+/// first NaN (as the general loop, which stops at it). A select, not a branch.
+#[inline(always)]
+fn first_max<S: Scalar>(best: (S, u32), v: S, i: u32) -> (S, u32) {
+    let nan_v = v.partial_cmp(&v).is_none();
+    let nan_b = best.0.partial_cmp(&best.0).is_none();
+    if v > best.0 || (nan_v && !nan_b) {
+        (v, i)
+    } else {
+        best
+    }
+}
+
+/// [`max_pool2d_forward_packed`] for 2x2 windows: one byte per output, 4 per word.
+fn max_pool_2x2_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
+    let (ip, op) = (g.h * g.w, g.oh * g.ow);
+    let keep = !idx.is_empty();
+    let (mut word, mut fill, mut out_w) = (0u32, 0u32, 0usize);
+    for p in 0..g.planes {
+        let xp = &x[p * ip..][..ip];
+        for oy in 0..g.oh {
+            let r0 = 2 * oy * g.w;
+            let (top, bottom) = (&xp[r0..][..2 * g.ow], &xp[r0 + g.w..][..2 * g.ow]);
+            let yr = &mut y[p * op + oy * g.ow..][..g.ow];
+            for ((yv, t), b) in yr.iter_mut().zip(top.chunks_exact(2)).zip(bottom.chunks_exact(2)) {
+                let mut best = (t[0], 0);
+                best = first_max(best, t[1], 1);
+                best = first_max(best, b[0], 2);
+                best = first_max(best, b[1], 3);
+                *yv = best.0;
+                if keep {
+                    word |= best.1 << (8 * fill);
+                    fill += 1;
+                    if fill == 4 {
+                        idx[out_w] = S::from_bits(word);
+                        (word, fill, out_w) = (0, 0, out_w + 1);
+                    }
+                }
+            }
+        }
+    }
+    if fill > 0 {
+        idx[out_w] = S::from_bits(word);
+    }
+}
+
+/// Any window: clipped to the input.
+fn max_pool_packed_general<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     let bytes = argmax_bytes(g.kernel[0] * g.kernel[1]);
     let per = 4 / bytes;
@@ -148,6 +201,43 @@ pub fn max_pool2d_forward_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], 
 
 /// `gx[winner] += gy`, decoding the packed positions.
 pub fn max_pool2d_backward_packed<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], gx: &mut [S]) {
+    if is_2x2(g) {
+        return max_pool_2x2_backward_packed(g, gy, idx, gx);
+    }
+    max_pool_backward_packed_general(g, gy, idx, gx)
+}
+
+/// [`max_pool2d_backward_packed`] for 2x2 windows: byte `k` of the positions is output
+/// `k`'s winner, `2 * ky + kx`. Every element of the covered rows gets `gy` or zero
+/// added, in order: no scattered stores, and the loops vectorise.
+fn max_pool_2x2_backward_packed<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], gx: &mut [S]) {
+    let (ip, op) = (g.h * g.w, g.oh * g.ow);
+    let mut k = 0usize;
+    for p in 0..g.planes {
+        let gxp = &mut gx[p * ip..][..ip];
+        for oy in 0..g.oh {
+            let gyr = &gy[p * op + oy * g.ow..][..g.ow];
+            let (top, rest) = gxp[2 * oy * g.w..].split_at_mut(g.w);
+            let bottom = &mut rest[..g.w];
+            for ((&gv, t), b) in gyr
+                .iter()
+                .zip(top.chunks_exact_mut(2))
+                .zip(bottom.chunks_exact_mut(2))
+            {
+                let at = idx[k / 4].to_bits() >> (8 * (k % 4)) & 3;
+                k += 1;
+                let pick = |i: u32| if at == i { gv } else { S::ZERO };
+                t[0] += pick(0);
+                t[1] += pick(1);
+                b[0] += pick(2);
+                b[1] += pick(3);
+            }
+        }
+    }
+}
+
+/// Any window: decoded and clipped to the input.
+fn max_pool_backward_packed_general<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], gx: &mut [S]) {
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     let bytes = argmax_bytes(g.kernel[0] * g.kernel[1]);
     let per = 4 / bytes;
@@ -172,6 +262,58 @@ pub fn max_pool2d_backward_packed<S: Scalar>(g: &PoolGeom, gy: &[S], idx: &[S], 
                     gxp[iy as usize * g.w + ix as usize] += gy[p * op + oy * g.ow + ox];
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::init::Rng;
+
+    /// The 2x2 fast paths against the general loops, on odd sizes, ties and NaNs.
+    #[test]
+    fn max_pool_2x2_matches_general() {
+        let mut rng = Rng::new(11);
+        for (planes, h, w) in [(3, 5, 7), (2, 28, 28), (5, 7, 7), (1, 2, 2), (4, 9, 4)] {
+            let g = PoolGeom {
+                planes,
+                h,
+                w,
+                oh: h / 2,
+                ow: w / 2,
+                kernel: [2, 2],
+                stride: [2, 2],
+                pad: [0, 0],
+            };
+            assert!(is_2x2(&g));
+            // Few distinct values: many ties; some NaNs.
+            let x: Vec<f32> = (0..planes * h * w)
+                .map(|_| match rng.below(12) {
+                    0 => f32::NAN,
+                    v => (v % 4) as f32,
+                })
+                .collect();
+            let n = planes * g.oh * g.ow;
+            let words = argmax_words(n, 4);
+            let (mut y0, mut i0) = (vec![0.0f32; n], vec![0.0f32; words]);
+            let (mut y1, mut i1) = (vec![0.0f32; n], vec![0.0f32; words]);
+            max_pool_packed_general(&g, &x, &mut y0, &mut i0);
+            max_pool_2x2_packed(&g, &x, &mut y1, &mut i1);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&y1), bits(&y0), "{g:?}");
+            assert_eq!(bits(&i1), bits(&i0), "{g:?}");
+            // Without positions (inference) the values are the same.
+            let mut y2 = vec![0.0f32; n];
+            max_pool_2x2_packed(&g, &x, &mut y2, &mut []);
+            assert_eq!(bits(&y2), bits(&y0));
+
+            let gy: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let start: Vec<f32> = (0..planes * h * w).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let (mut gx0, mut gx1) = (start.clone(), start);
+            max_pool_backward_packed_general(&g, &gy, &i0, &mut gx0);
+            max_pool_2x2_backward_packed(&g, &gy, &i0, &mut gx1);
+            assert_eq!(gx1, gx0, "{g:?}");
         }
     }
 }

@@ -4,7 +4,7 @@
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, Op, Tensor};
-use crate::kernels::conv::{self as k, ConvGeom};
+use crate::kernels::conv::ConvGeom;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
@@ -158,7 +158,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([gy], gb, |[gy], gb| k::conv2d_backward_bias(&g, gy, gb))?;
+            self.exec([gy], gb, |[gy], gb| S::conv2d_backward_bias(&g, gy, gb))?;
         }
         Ok(())
     }

@@ -17,7 +17,7 @@
 //!   every load is one bounds check per 8 words.
 
 use super::planes::Planes;
-pub use super::weight::conv2d_backward_weight;
+pub use super::weight::{conv2d_backward_weight, conv2d_backward_weight_portable};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
 /// Words of the stack buffer holding padded planes (32 KiB).
@@ -251,8 +251,19 @@ fn block(left: usize) -> usize {
     }
 }
 
-/// `y = conv(x, w) + b`, as [`generic::conv2d_forward`].
+/// `y = conv(x, w) + b`, as [`generic::conv2d_forward`]: the AVX2 + FMA strip kernel
+/// when the CPU has those (x86_64, asked at run time) and the shape suits it, else
+/// [`conv2d_forward_portable`].
 pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::conv2d_forward(g, x, w, b, y) {
+        return;
+    }
+    conv2d_forward_portable(g, x, w, b, y)
+}
+
+/// The portable tiled forward kernel (SSE2, simd128 or whatever the build enables).
+pub fn conv2d_forward_portable(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
     let Some(planes) = Planes::new([g.h, g.w], g.pad, g.stride, g.dil, [g.kh, g.kw], [g.oh, g.ow]) else {
         return generic::conv2d_forward(g, x, w, b, y);
     };
@@ -274,8 +285,18 @@ pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
     }
 }
 
-/// `gx += conv_transpose(gy, w)`, as [`generic::conv2d_backward_input`].
+/// `gx += conv_transpose(gy, w)`, as [`generic::conv2d_backward_input`]; AVX2 + FMA
+/// when available, as [`conv2d_forward`].
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::conv2d_backward_input(g, gy, w, gx) {
+        return;
+    }
+    conv2d_backward_input_portable(g, gy, w, gx)
+}
+
+/// The portable tiled backward-input kernel.
+pub fn conv2d_backward_input_portable(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
     let reach = [(g.kh - 1) * g.dil[0], (g.kw - 1) * g.dil[1]];
     let fast = g.stride == [1, 1] && reach[0] >= g.pad[0] && reach[1] >= g.pad[1];
     let pad = [reach[0].wrapping_sub(g.pad[0]), reach[1].wrapping_sub(g.pad[1])];

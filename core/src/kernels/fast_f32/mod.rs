@@ -10,8 +10,13 @@
 //! - Every kernel falls back to the generic one for shapes it does not cover, and is
 //!   tested against it on random shapes (`tests.rs`).
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+pub mod bias;
 pub mod conv;
 pub(crate) mod planes;
+#[cfg(target_arch = "x86_64")]
+mod strip;
 pub mod weight;
 
 #[cfg(test)]

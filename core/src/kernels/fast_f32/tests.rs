@@ -52,33 +52,124 @@ fn assert_close(what: &str, g: &ConvGeom, got: &[f32], want: &[f32]) {
     }
 }
 
-/// Runs all three kernels, fast and generic, on one geometry with random data; the
-/// gradients start non-zero to check that both accumulate.
-fn check(rng: &mut Rng, g: &ConvGeom) {
+/// The three kernels of one path: forward, backward-input, backward-weight.
+type Fwd = fn(&ConvGeom, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> bool;
+type Bwd = fn(&ConvGeom, &[f32], &[f32], &mut [f32]) -> bool;
+
+/// Every path: the dispatching entry points (whatever this CPU selects), the portable
+/// tiled kernels, and on x86_64 the AVX2 + FMA strip kernels called directly (they answer
+/// `false` when the CPU lacks AVX2/FMA or the shape is not theirs).
+fn paths() -> Vec<(&'static str, Fwd, Bwd, Bwd)> {
+    let mut v: Vec<(&'static str, Fwd, Bwd, Bwd)> = vec![
+        (
+            "dispatch",
+            |g, x, w, b, y| {
+                conv::conv2d_forward(g, x, w, b, y);
+                true
+            },
+            |g, gy, w, gx| {
+                conv::conv2d_backward_input(g, gy, w, gx);
+                true
+            },
+            |g, gy, x, gw| {
+                conv::conv2d_backward_weight(g, gy, x, gw);
+                true
+            },
+        ),
+        (
+            "portable",
+            |g, x, w, b, y| {
+                conv::conv2d_forward_portable(g, x, w, b, y);
+                true
+            },
+            |g, gy, w, gx| {
+                conv::conv2d_backward_input_portable(g, gy, w, gx);
+                true
+            },
+            |g, gy, x, gw| {
+                conv::conv2d_backward_weight_portable(g, gy, x, gw);
+                true
+            },
+        ),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.push((
+        "avx2",
+        super::avx2::conv2d_forward,
+        super::avx2::conv2d_backward_input,
+        super::avx2::conv2d_backward_weight,
+    ));
+    v
+}
+
+/// Runs all three kernels of every path and the generic ones on one geometry with random
+/// data; outputs and gradients start non-zero to check overwrite and accumulation.
+/// Returns how many of the three kernels each path handled itself.
+fn check(rng: &mut Rng, g: &ConvGeom) -> Vec<usize> {
     let (cin_g, taps) = (g.c_in / g.groups, g.kh * g.kw);
     let x = random(rng, g.n * g.c_in * g.h * g.w);
     let w = random(rng, g.c_out * cin_g * taps);
     let b = random(rng, g.c_out);
     let gy = random(rng, g.n * g.c_out * g.oh * g.ow);
-
     let bias = if rng.below(2) == 0 { Some(&b[..]) } else { None };
-    let mut y0 = random(rng, gy.len());
-    let mut y1 = y0.clone();
+    let y_start = random(rng, gy.len());
+    let gx_start = random(rng, x.len());
+    let gw_start = random(rng, w.len());
+
+    let mut y0 = y_start.clone();
     generic::conv2d_forward(g, &x, &w, bias, &mut y0);
-    conv::conv2d_forward(g, &x, &w, bias, &mut y1);
-    assert_close("forward", g, &y1, &y0);
-
-    let mut gx0 = random(rng, x.len());
-    let mut gx1 = gx0.clone();
+    let mut gx0 = gx_start.clone();
     generic::conv2d_backward_input(g, &gy, &w, &mut gx0);
-    conv::conv2d_backward_input(g, &gy, &w, &mut gx1);
-    assert_close("backward-input", g, &gx1, &gx0);
-
-    let mut gw0 = random(rng, w.len());
-    let mut gw1 = gw0.clone();
+    let mut gw0 = gw_start.clone();
     generic::conv2d_backward_weight(g, &gy, &x, &mut gw0);
-    conv::conv2d_backward_weight(g, &gy, &x, &mut gw1);
-    assert_close("backward-weight", g, &gw1, &gw0);
+
+    let mut gb0 = random(rng, g.c_out);
+    let mut gb1 = gb0.clone();
+    generic::conv2d_backward_bias(g, &gy, &mut gb0);
+    super::bias::conv2d_backward_bias(g, &gy, &mut gb1);
+    assert_close("bias", g, &gb1, &gb0);
+
+    let mut handled = Vec::new();
+    for (name, fwd, bwi, bww) in paths() {
+        let mut count = 0;
+        let mut y1 = y_start.clone();
+        if fwd(g, &x, &w, bias, &mut y1) {
+            assert_close(&format!("{name} forward"), g, &y1, &y0);
+            count += 1;
+        } else {
+            assert_eq!(y1, y_start, "{name} forward declined but wrote");
+        }
+        let mut gx1 = gx_start.clone();
+        if bwi(g, &gy, &w, &mut gx1) {
+            assert_close(&format!("{name} backward-input"), g, &gx1, &gx0);
+            count += 1;
+        } else {
+            assert_eq!(gx1, gx_start, "{name} backward-input declined but wrote");
+        }
+        let mut gw1 = gw_start.clone();
+        if bww(g, &gy, &x, &mut gw1) {
+            assert_close(&format!("{name} backward-weight"), g, &gw1, &gw0);
+            count += 1;
+        } else {
+            assert_eq!(gw1, gw_start, "{name} backward-weight declined but wrote");
+        }
+        handled.push(count);
+    }
+    handled
+}
+
+/// Whether this machine runs the AVX2 + FMA path, by `std`'s own detection.
+fn cpu_has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn cpuid_detection_agrees_with_std() {
+    assert_eq!(super::avx2::available(), cpu_has_avx2_fma());
 }
 
 #[test]
@@ -87,7 +178,12 @@ fn w1_layers_match_generic() {
     for n in [1, 3] {
         for (c_in, c_out, hw) in [(1, 8, 28), (8, 16, 14), (16, 32, 7), (16, 32, 6), (1, 8, 12)] {
             let g = geom(n, c_in, c_out, [hw, hw + 3], [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
-            check(&mut rng, &g);
+            let handled = check(&mut rng, &g);
+            // W1's layers take the AVX2 path wherever the CPU has it (the last path).
+            let want = if cpu_has_avx2_fma() { 3 } else { 0 };
+            if cfg!(target_arch = "x86_64") {
+                assert_eq!(handled[2], want, "{g:?}");
+            }
         }
     }
 }
@@ -95,7 +191,7 @@ fn w1_layers_match_generic() {
 #[test]
 fn random_shapes_match_generic() {
     let mut rng = Rng::new(7);
-    let mut tested = 0;
+    let (mut tested, mut special) = (0, 0);
     while tested < 400 {
         let groups = [1, 1, 2, 3][rng.below(4)];
         let c_in = groups * (1 + rng.below(5));
@@ -107,9 +203,13 @@ fn random_shapes_match_generic() {
         let hw = [1 + rng.below(19), 1 + rng.below(19)];
         let n = 1 + rng.below(2);
         if let Some(g) = geom(n, c_in, c_out, hw, k, s, p, d, groups) {
-            check(&mut rng, &g);
+            special += check(&mut rng, &g).get(2).copied().unwrap_or(0);
             tested += 1;
         }
+    }
+    // Stride-1 shapes are common among these: the AVX2 kernels must have run on many.
+    if cpu_has_avx2_fma() {
+        assert!(special > 100, "AVX2 path ran {special} times");
     }
 }
 

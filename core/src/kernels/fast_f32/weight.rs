@@ -27,8 +27,18 @@ const WB: usize = OB;
 /// Lanes of one partial sum.
 const L: usize = if cfg!(target_feature = "avx") { 8 } else { 4 };
 
-/// `gw += correlate(gy, x)`, as [`generic::conv2d_backward_weight`].
+/// `gw += correlate(gy, x)`, as [`generic::conv2d_backward_weight`]; AVX2 + FMA when
+/// available (x86_64, asked at run time) and the shape suits it.
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::conv2d_backward_weight(g, gy, x, gw) {
+        return;
+    }
+    conv2d_backward_weight_portable(g, gy, x, gw)
+}
+
+/// The portable tiled backward-weight kernel.
+pub fn conv2d_backward_weight_portable(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
     let Some(planes) = Planes::new([g.h, g.w], g.pad, g.stride, g.dil, [g.kh, g.kw], [g.oh, g.ow]) else {
         return generic::conv2d_backward_weight(g, gy, x, gw);
     };

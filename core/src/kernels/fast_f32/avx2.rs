@@ -1,0 +1,118 @@
+//! AVX2 + FMA on x86_64, chosen at run time: the one module of the crate with `unsafe`.
+//!
+//! - Users build without `-C target-cpu=native`, so the default build only knows SSE2.
+//!   [`available`] asks the CPU once (`cpuid`, and `xgetbv` for the operating system's
+//!   support of the 256-bit registers) and caches the answer in an atomic.
+//! - The kernels in `strip.rs` are `#[target_feature(enable = "avx2,fma")]` functions;
+//!   calling one is `unsafe` because it is undefined behaviour on a CPU without those
+//!   features. The entry points here make that call only after [`available`] said yes.
+//! - The 8-lane vector helpers ([`load`], [`store`], [`splat`], [`fma`]) wrap the
+//!   intrinsics; loads and stores go through bounds-checked slices first, so the raw
+//!   pointer they take always points at 8 valid words.
+//! - Rust does not contract `a * b + c` into an FMA instruction: [`fma`] asks for
+//!   `vfmadd` explicitly.
+#![allow(unsafe_code)]
+
+use super::strip;
+use crate::kernels::conv::ConvGeom;
+use core::arch::x86_64::{
+    __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps,
+    _xgetbv,
+};
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// Not asked yet / no / yes.
+static STATE: AtomicU8 = AtomicU8::new(0);
+
+/// Whether this CPU and operating system run AVX2 + FMA code (asked once, then cached).
+pub fn available() -> bool {
+    match STATE.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let yes = detect();
+            STATE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
+/// `cpuid` leaf 1 (FMA, OSXSAVE, AVX) and leaf 7 (AVX2), and `XCR0` (the OS saves the
+/// SSE and AVX register state on context switches).
+fn detect() -> bool {
+    let max_leaf = __cpuid(0).eax;
+    if max_leaf < 7 {
+        return false;
+    }
+    let ecx1 = __cpuid(1).ecx;
+    let (fma, osxsave, avx) = (ecx1 >> 12 & 1 == 1, ecx1 >> 27 & 1 == 1, ecx1 >> 28 & 1 == 1);
+    let avx2 = __cpuid_count(7, 0).ebx >> 5 & 1 == 1;
+    if !(fma && osxsave && avx && avx2) {
+        return false;
+    }
+    // SAFETY: OSXSAVE (leaf 1, ecx bit 27) says the OS enabled `xgetbv`.
+    let xcr0 = unsafe { xcr0() };
+    xcr0 & 0b110 == 0b110
+}
+
+/// The extended control register 0 (which register states the OS saves).
+#[target_feature(enable = "xsave")]
+fn xcr0() -> u64 {
+    // SAFETY: register 0 always exists where `xgetbv` does (the caller checked OSXSAVE).
+    unsafe { _xgetbv(0) }
+}
+
+/// `y = conv(x, w) + b` with AVX2 + FMA; `false` (nothing written) when the CPU lacks
+/// them or the shape is not one `strip.rs` handles.
+pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { strip::conv2d_forward(g, x, w, b, y) }
+}
+
+/// `gx += conv_transpose(gy, w)` with AVX2 + FMA; `false` as [`conv2d_forward`].
+pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { strip::conv2d_backward_input(g, gy, w, gx) }
+}
+
+/// `gw += correlate(gy, x)` with AVX2 + FMA; `false` as [`conv2d_forward`].
+pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { strip::conv2d_backward_weight(g, gy, x, gw) }
+}
+
+/// Eight `f32` lanes in one `ymm` register.
+#[derive(Clone, Copy)]
+pub(crate) struct F8(__m256);
+
+/// The first 8 words of `s` (panics if shorter, like slice indexing).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn load(s: &[f32]) -> F8 {
+    let s = &s[..8];
+    // SAFETY: `s` is 8 readable words (checked above); `loadu` needs no alignment.
+    F8(unsafe { _mm256_loadu_ps(s.as_ptr()) })
+}
+
+/// Writes the 8 lanes to the first 8 words of `d`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn store(v: F8, d: &mut [f32]) {
+    let d = &mut d[..8];
+    // SAFETY: `d` is 8 writable words (checked above); `storeu` needs no alignment.
+    unsafe { _mm256_storeu_ps(d.as_mut_ptr(), v.0) }
+}
+
+/// `v` in every lane.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn splat(v: f32) -> F8 {
+    F8(_mm256_set1_ps(v))
+}
+
+/// `a * b + c`, lane by lane, rounded once.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn fma(a: F8, b: F8, c: F8) -> F8 {
+    F8(_mm256_fmadd_ps(a.0, b.0, c.0))
+}

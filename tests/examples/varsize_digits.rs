@@ -6,9 +6,10 @@
 //! resizing, with a progress line per epoch.
 //!
 //! `cargo run --release -p torchlet-tests --example varsize_digits [-- EPOCHS BATCH
-//! TRAIN_COUNT EXTRA_EPOCHS RUNS SEED]`: EXTRA_EPOCHS for the last four runs (6 32 8000 6 all 1
-//! by default), RUNS
-//! `all` or comma-separated name prefixes (`native,bucketed`), SEED 1 by default.
+//! TRAIN_COUNT EXTRA_EPOCHS RUNS SEED [cosine]]`, by default `6 32 8000 6 all 1`:
+//! EXTRA_EPOCHS for the last four runs, RUNS `all` or comma-separated name prefixes
+//! (`native,bucketed`); a seventh argument `cosine` decays the learning rate per epoch
+//! (constant otherwise).
 //!
 //! The first three runs see the same samples in the same order and accumulate
 //! per-sample gradients over each group of BATCH before one SGD step (the same math as
@@ -125,6 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let extra_epochs = args.get(3).map_or(Ok(epochs), |s| s.parse())?;
     let only = args.get(4).map_or("all", String::as_str);
     let seed = args.get(5).map_or(Ok(1), |s| s.parse())?;
+    let cosine = args.get(6).is_some_and(|s| s == "cosine");
     shape_trace(12, 20)?;
     plans()?;
 
@@ -147,10 +149,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         momentum: 0.9,
         seed,
         cpu_clock: Some(thread_cpu_seconds),
+        cosine,
     };
     println!(
-        "W1, SGD lr {} momentum {}, {batch} samples per step, {epochs} epochs, seed {}",
-        s.lr, s.momentum, s.seed
+        "W1, SGD lr {}{} momentum {}, {batch} samples per step, {epochs} epochs, seed {}",
+        s.lr,
+        if cosine { " (cosine decay per epoch)" } else { "" },
+        s.momentum,
+        s.seed
     );
     let exact = [1, 1];
     let runs = [

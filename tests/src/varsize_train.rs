@@ -73,6 +73,9 @@ pub struct Settings {
     pub seed: u64,
     /// Seconds of CPU time used by this thread, if the caller has such a clock.
     pub cpu_clock: Option<fn() -> f64>,
+    /// Decay the learning rate per epoch along a half cosine (PyTorch's
+    /// `CosineAnnealingLR(T_max = epochs)` stepped once per epoch), else keep it.
+    pub cosine: bool,
 }
 
 const TAPE: usize = 32;
@@ -185,6 +188,10 @@ pub fn train(
             Prep::Progressive(a, b) => progressive_side(epoch, s.epochs, a, b),
             _ => 0,
         };
+        if s.cosine {
+            let t = epoch as f64 / s.epochs.max(1) as f64;
+            sgd.lr = (s.lr as f64 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())) as f32;
+        }
         let steps = epoch_steps(prep, s.batch, &shapes, &mut rng);
         let (mut loss_sum, mut seen) = (0.0f64, 0usize);
         let start = Instant::now();

@@ -30,6 +30,7 @@ fn final_accuracy(prep: Prep) -> f32 {
         momentum: 0.9,
         seed: 1,
         cpu_clock: None,
+        cosine: false,
     };
     let epochs = train(&train_v, &test_v, prep, s, |e| {
         eprintln!(

@@ -3,7 +3,7 @@
 //! progressive-resizing schedule.
 
 use crate::digits::Digit;
-use torchlet::data::{sort_by_shape, Buckets};
+use torchlet::data::{coarse_shape, sort_by_shape, Buckets};
 use torchlet::init::Rng;
 use torchlet::nn::{digits_fcn, Sequential};
 use torchlet::optim::Sgd;
@@ -54,17 +54,62 @@ pub fn w1_planner(
     )
 }
 
-/// Shuffles, buckets by shape and returns batches (each a list of indices of one
-/// shape, at most `max_batch`), in shuffled batch order.
-pub fn bucket_batches(shapes: &[(usize, usize)], max_batch: usize, rng: &mut Rng) -> Vec<Vec<usize>> {
+/// Shuffles, buckets by shape rounded up to `bin` (`[1, 1]`: exact shapes) and returns
+/// batches (each a list of indices whose coarse shapes agree, at most `max_batch`), in
+/// shuffled batch order, so that consecutive steps come from different buckets.
+pub fn bucket_batches(
+    shapes: &[(usize, usize)],
+    max_batch: usize,
+    bin: [usize; 2],
+    rng: &mut Rng,
+) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..shapes.len()).collect();
     rng.shuffle(&mut order);
-    sort_by_shape(&mut order, |i| shapes[i]);
-    let mut batches: Vec<Vec<usize>> = Buckets::new(&order, max_batch, |i| shapes[i])
+    let key = |i: usize| coarse_shape(shapes[i], bin);
+    sort_by_shape(&mut order, key);
+    let mut batches: Vec<Vec<usize>> = Buckets::new(&order, max_batch, key)
         .map(|(_, b)| b.to_vec())
         .collect();
     rng.shuffle(&mut batches);
     batches
+}
+
+/// What bucketing made of a data set: how full the batches are, how much padding to
+/// each batch's largest member costs, and how close to single-class the batches are.
+#[derive(Clone, Copy, Debug)]
+pub struct BucketStats {
+    /// Number of batches.
+    pub batches: usize,
+    /// Mean samples per batch.
+    pub mean_batch: f64,
+    /// Padded pixels over real pixels (1.0: no padding).
+    pub padding: f64,
+    /// Mean over batches of the share of the batch's most common label.
+    pub majority_share: f64,
+}
+
+/// [`BucketStats`] of `batches` over `(h, w, label)` samples.
+pub fn bucket_stats(samples: &[(usize, usize, u8)], batches: &[Vec<usize>]) -> BucketStats {
+    let (mut real, mut padded, mut majority) = (0usize, 0usize, 0.0f64);
+    for b in batches {
+        let (h, w) = b
+            .iter()
+            .fold((1, 1), |(h, w), &i| (h.max(samples[i].0), w.max(samples[i].1)));
+        let mut counts = [0usize; 256];
+        for &i in b {
+            real += samples[i].0 * samples[i].1;
+            counts[samples[i].2 as usize] += 1;
+        }
+        padded += h * w * b.len();
+        majority += *counts.iter().max().unwrap_or(&0) as f64 / b.len().max(1) as f64;
+    }
+    let n = batches.len().max(1) as f64;
+    BucketStats {
+        batches: batches.len(),
+        mean_batch: batches.iter().map(Vec::len).sum::<usize>() as f64 / n,
+        padding: padded as f64 / real.max(1) as f64,
+        majority_share: majority / n,
+    }
 }
 
 /// Pixels of `d` scaled to 0..1, placed top-left in an `h x w` zero canvas (dynamic

@@ -441,6 +441,25 @@ mod tests {
     }
 
     #[test]
+    fn external_data_is_mapped_after_the_buffer_read_only_and_free() {
+        let flash = [7.0f32, 8.0, 9.0];
+        let mut buf = [0.0f32; 4];
+        let mut a = Arena::new(&mut buf);
+        let e = a.map_external(&flash).unwrap();
+        assert_eq!(e, Span { off: 4, len: 3 });
+        assert_eq!(a.used_bytes(), 0);
+        assert_eq!(a.high_water_bytes(), 0);
+        let w = a.alloc(2).unwrap();
+        let tail = Span { off: 5, len: 2 };
+        let ([x, t], out) = a.views([e, tail], w).unwrap();
+        out[0] = x[0] + t[1];
+        assert_eq!(a.get(w)[0], 16.0);
+        assert_eq!(a.get(e), &flash);
+        assert!(a.views([w], e).is_err(), "external data is never written");
+        assert!(a.get_mut(e).is_empty());
+    }
+
+    #[test]
     fn meta_arena_counts_without_data() {
         let mut a = Arena::<f32>::meta(100);
         a.alloc_persistent(10).unwrap();

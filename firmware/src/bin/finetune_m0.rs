@@ -20,7 +20,9 @@ use core::ptr::addr_of_mut;
 use cortex_m_rt::entry;
 use torchlet::{Error, Graph, Q16};
 use torchlet_firmware::m0_recipe::{ARENA_BYTES, EPOCHS, LR};
-use torchlet_firmware::w1_head::{evaluate, train_epoch, Frozen, HeadModel, PassStats, SizeTable, TAPE_M0};
+use torchlet_firmware::w1_head::{
+    evaluate, input_size, train_epoch, Frozen, HeadModel, PassStats, SizeTable, TAPE_M0,
+};
 use torchlet_firmware::{assets::Samples, code, exit, stack};
 
 /// The pretrained weights as Q16 statics in flash (`tests/examples/export_m0_assets.rs`).
@@ -82,19 +84,43 @@ fn run() -> Result<bool, Error> {
         ),
     })?;
     defmt::info!("{=usize} distinct sample sizes planned", sizes.len());
+    // A sample too large for any valid size (its native input alone needs more than
+    // the arena) would be skipped: the planner says so, nothing faults.
+    let big = (200, 200);
+    let big_ok = match input_size::<TAPE_M0>(&FROZEN, LR, big, ARENA_BYTES) {
+        None => {
+            defmt::info!(
+                "a {=usize}x{=usize} sample would be skipped: the planner finds no size that fits the arena",
+                big.0,
+                big.1
+            );
+            true
+        }
+        Some((h, w)) => {
+            defmt::error!(
+                "the planner fitted a {=usize}x{=usize} sample at {=usize}x{=usize}?",
+                big.0,
+                big.1,
+                h,
+                w
+            );
+            false
+        }
+    };
+    let plan_stack = stack::high_water();
     defmt::info!(
         "stack high-water while planning: {=usize} bytes (a graph of {=usize} records is {=usize} bytes)",
-        stack::high_water(),
+        plan_stack,
         TAPE_M0,
         core::mem::size_of::<Graph<'static, Q16, TAPE_M0>>()
     );
     stack::paint(); // measure the training phase afresh
-    train(&sizes, &samples)
+    Ok(train(&sizes, &samples, plan_stack)? && big_ok)
 }
 
 /// Fine-tunes and evaluates (the real graph lives in this frame only).
 #[inline(never)]
-fn train(sizes: &SizeTable, samples: &Samples<'static>) -> Result<bool, Error> {
+fn train(sizes: &SizeTable, samples: &Samples<'static>, plan_stack: usize) -> Result<bool, Error> {
     // SAFETY: the only reference ever made to ARENA, taken once here.
     let arena: &'static mut [Q16] = unsafe { &mut *addr_of_mut!(ARENA) };
     let mut g: Graph<'static, Q16, TAPE_M0> = Graph::new(arena);
@@ -153,7 +179,12 @@ fn train(sizes: &SizeTable, samples: &Samples<'static>) -> Result<bool, Error> {
         high,
         mismatch
     );
-    let (statics, stack_hw, ram) = (stack::static_bytes(), stack::high_water(), stack::ram_bytes());
+    defmt::info!(
+        "stack high-water while training: {=usize} bytes",
+        stack::high_water()
+    );
+    let stack_hw = stack::high_water().max(plan_stack);
+    let (statics, ram) = (stack::static_bytes(), stack::ram_bytes());
     let ram_ok = statics + stack_hw < ram && !stack::reached_statics();
     defmt::info!(
         "RAM: static {=usize} bytes + stack high-water {=usize} bytes = {=usize} of {=usize} bytes",

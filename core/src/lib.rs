@@ -32,6 +32,8 @@
 //! - default: `no_std`, no `alloc`.
 //! - `std`: host conveniences.
 //! - `defmt`: `defmt::Format` for [`Error`] and [`Shape`].
+//! - `micromath`: fast approximate `f32` `exp`/`ln`/`sqrt`/`tanh`/`sigmoid` instead of
+//!   `libm` (see [`fmath`]).
 //!
 //! # Example: one training step of a tiny CNN
 //! ```
@@ -78,6 +80,7 @@ mod scalar;
 mod shape;
 
 pub mod data;
+pub mod fmath;
 pub mod fixed;
 pub mod init;
 pub mod io;

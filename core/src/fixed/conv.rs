@@ -37,6 +37,28 @@ pub(crate) trait Dot: Copy {
     fn flush(&mut self);
     /// The sum (saturated to the `i64` range by the wide form).
     fn total(self) -> i64;
+    /// A weight as stored in a tap table (pre-split where that saves work per product).
+    type Tap: Copy;
+    /// The table filler.
+    const NO_TAP: Self::Tap;
+    /// `w` as a table entry.
+    fn tap(w: i32) -> Self::Tap;
+    /// Adds `x * w` for a table entry of `w`.
+    fn mac_tap(&mut self, x: i32, w: Self::Tap);
+    /// Adds `sum src[off] * w` over a tap table.
+    #[inline(always)]
+    fn mac_table(&mut self, src: &[Q16], table: &[(u32, Self::Tap)]) {
+        for &(off, w) in table {
+            self.mac_tap(src[off as usize].0, w);
+        }
+    }
+    /// Adds `sum x[i] * w[i]` over the shorter of the two.
+    #[inline(always)]
+    fn mac_row(&mut self, x: &[Q16], w: &[Q16]) {
+        for (xv, wv) in x.iter().zip(w) {
+            self.mac(xv.0, wv.0);
+        }
+    }
 }
 
 /// The cheapest form, for operands of moderate size: two multiplies per product.
@@ -69,6 +91,95 @@ impl Dot for Split8 {
     #[inline(always)]
     fn total(self) -> i64 {
         self.t + ((self.m as i64) << 8) + self.l as i64
+    }
+    type Tap = i32;
+    const NO_TAP: i32 = 0;
+    #[inline(always)]
+    fn tap(w: i32) -> i32 {
+        w
+    }
+    #[inline(always)]
+    fn mac_tap(&mut self, x: i32, w: i32) {
+        self.mac(x, w)
+    }
+    #[inline(always)]
+    fn mac_row(&mut self, x: &[Q16], w: &[Q16]) {
+        let (m, l) = split8_row(x, w);
+        self.m = self.m.wrapping_add(m);
+        self.l = self.l.wrapping_add(l);
+    }
+}
+
+/// The sums `(sum xh * w, sum xl * w)` of [`Split8`] over a row, in a function of its
+/// own so that the loop has all of a Cortex-M0's eight low registers.
+#[inline(never)]
+fn split8_row(x: &[Q16], w: &[Q16]) -> (i32, i32) {
+    let (mut m, mut l) = (0i32, 0i32);
+    for (xv, wv) in x.iter().zip(w) {
+        m = m.wrapping_add((xv.0 >> 8).wrapping_mul(wv.0));
+        l = l.wrapping_add((xv.0 & 0xFF).wrapping_mul(wv.0));
+    }
+    (m, l)
+}
+
+/// The sums of [`SplitW8`] over a tap table, in a function of its own (see
+/// [`split8_row`]).
+#[inline(never)]
+fn split_w8_table(src: &[Q16], table: &[(u32, (i32, i32))]) -> (i32, i32) {
+    let (mut m, mut l) = (0i32, 0i32);
+    for &(off, (wh, wl)) in table {
+        let x = src[off as usize].0;
+        m = m.wrapping_add(x.wrapping_mul(wh));
+        l = l.wrapping_add(x.wrapping_mul(wl));
+    }
+    (m, l)
+}
+
+/// [`Split8`] with the roles swapped, for tap tables: the weight is split once when
+/// the table is built (`w = wh * 2^8 + wl`), so a product costs two multiplies and no
+/// split: `x * w = x * wh * 2^8 + x * wl`.
+#[derive(Clone, Copy)]
+pub(crate) struct SplitW8 {
+    m: i32,
+    l: i32,
+    t: i64,
+}
+
+impl Dot for SplitW8 {
+    #[inline(always)]
+    fn zero() -> Self {
+        SplitW8 { m: 0, l: 0, t: 0 }
+    }
+    #[inline(always)]
+    fn mac(&mut self, x: i32, w: i32) {
+        self.mac_tap(x, Self::tap(w))
+    }
+    #[inline(always)]
+    fn flush(&mut self) {
+        self.t += ((self.m as i64) << 8) + self.l as i64;
+        self.m = 0;
+        self.l = 0;
+    }
+    #[inline(always)]
+    fn total(self) -> i64 {
+        self.t + ((self.m as i64) << 8) + self.l as i64
+    }
+    type Tap = (i32, i32);
+    const NO_TAP: (i32, i32) = (0, 0);
+    #[inline(always)]
+    fn tap(w: i32) -> (i32, i32) {
+        (w >> 8, w & 0xFF)
+    }
+    #[inline(always)]
+    fn mac_tap(&mut self, x: i32, (wh, wl): (i32, i32)) {
+        self.m = self.m.wrapping_add(x.wrapping_mul(wh));
+        self.l = self.l.wrapping_add(x.wrapping_mul(wl));
+    }
+    #[inline(always)]
+    fn mac_table(&mut self, src: &[Q16], table: &[(u32, (i32, i32))]) {
+        let (m, l) = split_w8_table(src, table);
+        self.m = self.m.wrapping_add(m);
+        self.l = self.l.wrapping_add(l);
     }
 }
 
@@ -105,6 +216,16 @@ impl Dot for Fast16 {
     fn total(self) -> i64 {
         self.t + ((self.m as i64) << 16) + self.l as i64
     }
+    type Tap = i32;
+    const NO_TAP: i32 = 0;
+    #[inline(always)]
+    fn tap(w: i32) -> i32 {
+        w
+    }
+    #[inline(always)]
+    fn mac_tap(&mut self, x: i32, w: i32) {
+        self.mac(x, w)
+    }
 }
 
 /// The fallback form: one saturating `i64` sum of exact products.
@@ -137,6 +258,16 @@ impl Dot for WideDot {
     fn total(self) -> i64 {
         self.0
     }
+    type Tap = i32;
+    const NO_TAP: i32 = 0;
+    #[inline(always)]
+    fn tap(w: i32) -> i32 {
+        w
+    }
+    #[inline(always)]
+    fn mac_tap(&mut self, x: i32, w: i32) {
+        self.mac(x, w)
+    }
 }
 
 /// How a call accumulates: which [`Dot`] form, flushed every how many units.
@@ -161,32 +292,56 @@ fn magnitudes(v: &[Q16], shift: u32) -> (u64, u64) {
     (mag(lo >> shift, hi >> shift), mag(lo, hi))
 }
 
+/// Units per flush of a two-multiply form (`split` cut at bit 8, `full` whole): each
+/// term of either `i32` sum is at most `max(|split >> 8|, 2^8) * |full|`.
+fn split8_units(split: &[Q16], full: &[Q16], unit: u64, terms: u64) -> Option<u64> {
+    let (sh, _) = magnitudes(split, 8);
+    let (_, fmax) = magnitudes(full, 16);
+    units_for((sh.max(1 << 8) * fmax).max(1), unit, terms)
+}
+
+/// Units per flush of [`Fast16`]: each term of its `i32` sum is below
+/// `|xh| * |w| + 2^16 * |wh|`.
+fn fast16_units(split: &[Q16], full: &[Q16], unit: u64, terms: u64) -> Option<u64> {
+    let (xh, _) = magnitudes(split, 16);
+    let (wh, wmax) = magnitudes(full, 16);
+    units_for((xh * wmax + 0xFFFF * wh).max(1), unit, terms)
+}
+
+/// Units (of `unit` terms) that an `i32` sum of terms below `bound` holds, if at least
+/// one and if the `i64` total stays below 2^62: `2^16 * terms * bound`, plus
+/// `terms * 2^32` (it does when `terms * bound < 2^45`).
+fn units_for(bound: u64, unit: u64, terms: u64) -> Option<u64> {
+    let fits_total = terms < (1 << 28) && terms.saturating_mul(bound) < (1 << 45);
+    let n = (i32::MAX as u64 / bound) / unit.max(1);
+    (fits_total && n >= 1).then_some(n.min(u32::MAX as u64))
+}
+
 impl Plan {
     /// `split` are the operands passed as `x` to [`Dot::mac`], `full` those passed as
     /// `w`; a unit (the stretch between two possible flushes) is at most `unit_terms`
     /// products, an output sums at most `terms` products.
     pub(crate) fn new(split: &[Q16], full: &[Q16], unit_terms: usize, terms: usize) -> Plan {
-        let (unit, terms) = (unit_terms.max(1) as u64, terms as u64);
-        // Units per flush such that the i32 sum of `|xh * w + xl * wh|` (each term below
-        // `bound`) cannot overflow; the i64 total stays below 2^62 when `terms * bound`
-        // is below 2^45 (`2^16` times that, plus `terms * 2^32`).
-        let fits_total = |bound: u64| terms < (1 << 28) && terms.saturating_mul(bound) < (1 << 45);
-        let (xh8, _) = magnitudes(split, 8);
-        let (xh16, _) = magnitudes(split, 16);
-        let (wh16, wmax) = magnitudes(full, 16);
-        // Split8: each term of either i32 sum is at most max(|x >> 8|, 2^8) * |w|.
-        let bound = (xh8.max(1 << 8) * wmax).max(1);
-        let n = (i32::MAX as u64 / bound) / unit;
-        if n >= 1 && fits_total(bound) {
-            return Plan::Split8(n.min(u32::MAX as u64) as usize);
+        let (unit, terms) = (unit_terms as u64, terms as u64);
+        if let Some(n) = split8_units(split, full, unit, terms) {
+            Plan::Split8(n as usize)
+        } else if let Some(n) = fast16_units(split, full, unit, terms) {
+            Plan::Fast16(n as usize)
+        } else {
+            Plan::Wide
         }
-        // Fast16: each term of the i32 sum is below |xh| * |w| + 2^16 * |wh|.
-        let bound = (xh16 * wmax + 0xFFFF * wh16).max(1);
-        let n = (i32::MAX as u64 / bound) / unit;
-        let units = (n >= 1 && fits_total(bound)).then_some(n);
-        match units {
-            Some(n) => Plan::Fast16(n.min(u32::MAX as u64) as usize),
-            None => Plan::Wide,
+    }
+
+    /// The plan of a tap-table loop: [`Plan::Split8`] then means [`SplitW8`] (the
+    /// weights `w` are split), flushed every `n` table entries.
+    pub(crate) fn for_table(x: &[Q16], w: &[Q16], terms: usize) -> Plan {
+        let terms = terms as u64;
+        if let Some(n) = split8_units(w, x, 1, terms) {
+            Plan::Split8(n as usize)
+        } else if let Some(n) = fast16_units(x, w, 1, terms) {
+            Plan::Fast16(n as usize)
+        } else {
+            Plan::Wide
         }
     }
 }
@@ -296,13 +451,11 @@ fn bands(
 
 /// `acc += sum src[off] * w` over the table, flushed every `seg` entries.
 #[inline(always)]
-fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, i32)], seg: usize) {
+fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, D::Tap)], seg: usize) {
     let mut rest = table;
     while !rest.is_empty() {
         let (part, tail) = rest.split_at(seg.min(rest.len()));
-        for &(off, w) in part {
-            acc.mac(src[off as usize].0, w);
-        }
+        acc.mac_table(src, part);
         acc.flush();
         rest = tail;
     }
@@ -311,13 +464,11 @@ fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, i32)], seg: usize)
 /// `y = conv(x, w) + b`, exact sums rounded once.
 pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
     let cin_g = g.c_in / g.groups;
-    let table = cin_g * g.kh * g.kw <= TABLE;
-    match (Plan::new(x, w, g.kh * g.kw, cin_g * g.kh * g.kw), table) {
-        (Plan::Split8(units), true) => forward_table::<Split8>(g, x, w, b, y, units),
-        (Plan::Split8(units), false) => forward_with::<Split8>(g, x, w, b, y, units),
-        (Plan::Fast16(units), true) => forward_table::<Fast16>(g, x, w, b, y, units),
-        (Plan::Fast16(units), false) => forward_with::<Fast16>(g, x, w, b, y, units),
-        (Plan::Wide, _) => forward_with::<WideDot>(g, x, w, b, y, cin_g),
+    let terms = cin_g * g.kh * g.kw;
+    match Plan::new(x, w, g.kh * g.kw, terms) {
+        Plan::Split8(units) => forward_with::<Split8>(g, x, w, b, y, units),
+        Plan::Fast16(units) => forward_with::<Fast16>(g, x, w, b, y, units),
+        Plan::Wide => forward_with::<WideDot>(g, x, w, b, y, cin_g),
     }
 }
 
@@ -380,13 +531,12 @@ fn forward_table<D: Dot>(
     w: &[Q16],
     b: Option<&[Q16]>,
     y: &mut [Q16],
-    chans_per_flush: usize,
+    seg: usize,
 ) {
     let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
     let ([sy, sx], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
-    let cpf = chans_per_flush.clamp(1, cin_g.max(1));
-    let mut table = [(0u32, 0i32); TABLE];
+    let mut table = [(0u32, D::NO_TAP); TABLE];
     for n in 0..g.n {
         for oc in 0..g.c_out {
             let grp = oc / cout_g;
@@ -408,12 +558,12 @@ fn forward_table<D: Dot>(
                                 for ky in ky0..ky1 {
                                     for kx in kx0..kx1 {
                                         let off = ic * ip + (ky - ky0) * dy * g.w + (kx - kx0) * dx;
-                                        table[len] = (off as u32, wk[ic * taps + ky * g.kw + kx].0);
+                                        table[len] = (off as u32, D::tap(wk[ic * taps + ky * g.kw + kx].0));
                                         len += 1;
                                     }
                                 }
                             }
-                            let seg = (cpf * (ky1 - ky0) * (kx1 - kx0)).max(1);
+                            let seg = seg.max(1);
                             for oy in oy0..oy1 {
                                 let yr = &mut yp[oy * g.ow..][ox0..ox1];
                                 for (ox, yv) in (ox0..ox1).zip(yr.iter_mut()) {
@@ -436,10 +586,34 @@ fn forward_table<D: Dot>(
 /// `gx += conv_transpose(gy, w)`, exact sums rounded once per input element.
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
     let cout_g = g.c_out / g.groups;
-    match Plan::new(gy, w, g.kh * g.kw, cout_g * g.kh * g.kw) {
+    let terms = cout_g * g.kh * g.kw;
+    if g.stride == [1, 1] && terms <= TABLE {
+        match Plan::for_table(gy, w, terms) {
+            Plan::Split8(seg) => backward_input_table::<SplitW8>(g, gy, w, gx, seg),
+            Plan::Fast16(seg) => backward_input_table::<Fast16>(g, gy, w, gx, seg),
+            Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
+        }
+        return;
+    }
+    match Plan::new(gy, w, g.kh * g.kw, terms) {
         Plan::Split8(units) => backward_input_with::<Split8>(g, gy, w, gx, units),
         Plan::Fast16(units) => backward_input_with::<Fast16>(g, gy, w, gx, units),
         Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
+    }
+}
+
+/// The stride-1 input gradient with tap tables, plane by plane.
+fn backward_input_table<D: Dot>(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16], seg: usize) {
+    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    for n in 0..g.n {
+        for ic in 0..g.c_in {
+            let (grp, icg) = (ic / cin_g, ic % cin_g);
+            let gys = &gy[(n * g.c_out + grp * cout_g) * op..][..cout_g * op];
+            let wk = &w[(grp * cout_g * cin_g + icg) * taps..];
+            let gxp = &mut gx[(n * g.c_in + ic) * ip..][..ip];
+            gather_plane_table::<D>(g, gys, wk, gxp, seg);
+        }
     }
 }
 
@@ -472,9 +646,7 @@ fn backward_input_with<D: Dot>(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q1
             // `j * cin_g * taps` on.
             let wk = &w[(grp * cout_g * cin_g + icg) * taps..];
             let gxp = &mut gx[(n * g.c_in + ic) * ip..][..ip];
-            if g.stride == [1, 1] && cout_g * taps <= TABLE {
-                gather_plane_table::<D>(g, gys, wk, gxp, cpf);
-            } else if g.stride == [1, 1] {
+            if g.stride == [1, 1] {
                 gather_plane_s1::<D>(g, gys, wk, gxp, cpf);
             } else {
                 gather_plane_strided::<D>(g, gys, wk, gxp, cpf);
@@ -486,11 +658,11 @@ fn backward_input_with<D: Dot>(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q1
 /// One input-gradient plane, stride 1, with tap tables built once per region of
 /// input pixels that share a tap window.
 #[inline(never)]
-fn gather_plane_table<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], cpf: usize) {
+fn gather_plane_table<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], seg: usize) {
     let (op, taps) = (g.oh * g.ow, g.kh * g.kw);
     let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
     let ([dy, dx], [py, px]) = (g.dil, g.pad);
-    let mut table = [(0u32, 0i32); TABLE];
+    let mut table = [(0u32, D::NO_TAP); TABLE];
     bands(
         g.h,
         |iy| out_taps(iy, py, dy, g.kh, g.oh),
@@ -508,12 +680,12 @@ fn gather_plane_table<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [
                         for ky in ky0..ky1 {
                             for kx in kx0..kx1 {
                                 let off = j * op + (ky1 - 1 - ky) * dy * g.ow + (kx1 - 1 - kx) * dx;
-                                table[len] = (off as u32, wk[j * cin_g * taps + ky * g.kw + kx].0);
+                                table[len] = (off as u32, D::tap(wk[j * cin_g * taps + ky * g.kw + kx].0));
                                 len += 1;
                             }
                         }
                     }
-                    let seg = (cpf * (ky1 - ky0) * (kx1 - kx0)).max(1);
+                    let seg = seg.max(1);
                     for iy in iy0..iy1 {
                         let gxr = &mut gxp[iy * g.w..][ix0..ix1];
                         for (ix, gxv) in (ix0..ix1).zip(gxr.iter_mut()) {
@@ -642,9 +814,7 @@ fn backward_weight_with<D: Dot>(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q
                                 let gr = &gyp[oy * g.ow + ox0..oy * g.ow + ox1];
                                 let xr = &xp[(oy * sy + ky * dy - py) * g.w + col..];
                                 if sx == 1 {
-                                    for (gv, xv) in gr.iter().zip(xr) {
-                                        acc.mac(gv.0, xv.0);
-                                    }
+                                    acc.mac_row(gr, xr);
                                 } else {
                                     for (gv, xv) in gr.iter().zip(xr.iter().step_by(sx)) {
                                         acc.mac(gv.0, xv.0);

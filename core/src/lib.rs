@@ -80,8 +80,8 @@ mod scalar;
 mod shape;
 
 pub mod data;
-pub mod fmath;
 pub mod fixed;
+pub mod fmath;
 pub mod init;
 pub mod io;
 pub mod kernels;

@@ -12,12 +12,23 @@ use torchlet_tests::train::{train_w1, Recipe, RECIPE};
 
 /// Largest error of `f` against `reference` over `n + 1` points spread evenly on
 /// `[lo, hi]` (geometrically when `geometric`), relative to `max(|reference|, floor)`.
-fn max_error(f: fn(f32) -> f32, reference: fn(f64) -> f64, lo: f64, hi: f64, geometric: bool, floor: f64) -> (f64, f32) {
+fn max_error(
+    f: fn(f32) -> f32,
+    reference: fn(f64) -> f64,
+    lo: f64,
+    hi: f64,
+    geometric: bool,
+    floor: f64,
+) -> (f64, f32) {
     let n = 100_000;
     let (mut worst, mut at) = (0.0f64, lo as f32);
     for i in 0..=n {
         let t = i as f64 / n as f64;
-        let x = if geometric { lo * (hi / lo).powf(t) } else { lo + (hi - lo) * t } as f32;
+        let x = if geometric {
+            lo * (hi / lo).powf(t)
+        } else {
+            lo + (hi - lo) * t
+        } as f32;
         let want = reference(x as f64);
         let err = (f(x) as f64 - want).abs() / want.abs().max(floor);
         if err > worst {
@@ -33,14 +44,45 @@ fn approximation_errors_are_bounded() {
     // maxima (printed) rounded up: a change of approximation has to show up here.
     let cases: [(&str, (f64, f32), f64); 6] = [
         // Relative error (floor 1e-30: the references are never that small here).
-        ("exp on [-80, 80]", max_error(fmath::exp, f64::exp, -80.0, 80.0, false, 1e-30), 2e-3),
-        ("sqrt on [1e-6, 1e6]", max_error(fmath::sqrt, f64::sqrt, 1e-6, 1e6, true, 1e-30), 6.2e-2),
+        (
+            "exp on [-80, 80]",
+            max_error(fmath::exp, f64::exp, -80.0, 80.0, false, 1e-30),
+            2e-3,
+        ),
+        (
+            "sqrt on [1e-6, 1e6]",
+            max_error(fmath::sqrt, f64::sqrt, 1e-6, 1e6, true, 1e-30),
+            6.2e-2,
+        ),
         // Absolute error (floor 1).
-        ("ln on [1e-6, 1e6]", max_error(fmath::ln, f64::ln, 1e-6, 1e6, true, 1.0), 2e-3),
-        ("tanh on [-10, 10]", max_error(fmath::tanh, f64::tanh, -10.0, 10.0, false, 1.0), 2e-3),
-        ("sigmoid on [-30, 30]", max_error(fmath::sigmoid, |x| 1.0 / (1.0 + (-x).exp()), -30.0, 30.0, false, 1.0), 1e-3),
+        (
+            "ln on [1e-6, 1e6]",
+            max_error(fmath::ln, f64::ln, 1e-6, 1e6, true, 1.0),
+            2e-3,
+        ),
+        (
+            "tanh on [-10, 10]",
+            max_error(fmath::tanh, f64::tanh, -10.0, 10.0, false, 1.0),
+            2e-3,
+        ),
+        (
+            "sigmoid on [-30, 30]",
+            max_error(
+                fmath::sigmoid,
+                |x| 1.0 / (1.0 + (-x).exp()),
+                -30.0,
+                30.0,
+                false,
+                1.0,
+            ),
+            1e-3,
+        ),
         // The Scalar door uses the same functions.
-        ("Scalar::exp on [-20, 0]", max_error(|x| Scalar::exp(x), f64::exp, -20.0, 0.0, false, 1e-30), 2e-3),
+        (
+            "Scalar::exp on [-20, 0]",
+            max_error(<f32 as Scalar>::exp, f64::exp, -20.0, 0.0, false, 1e-30),
+            2e-3,
+        ),
     ];
     for (name, (err, at), bound) in cases {
         eprintln!("micromath {name}: max error {err:.3e} (at {at}), bound {bound:.1e}");
@@ -58,9 +100,18 @@ fn w1_still_trains_with_micromath() {
     let (train, test) = digits.split();
     let recipe = Recipe { epochs: 2, ..RECIPE };
     let (reports, _) = train_w1(train, test, recipe, |r| {
-        eprintln!("micromath f32 epoch {} loss {:.4} held-out {:.2}%", r.epoch, r.loss, r.accuracy * 100.0)
+        eprintln!(
+            "micromath f32 epoch {} loss {:.4} held-out {:.2}%",
+            r.epoch,
+            r.loss,
+            r.accuracy * 100.0
+        )
     })
     .unwrap();
     let acc = reports.last().unwrap().accuracy;
-    assert!(acc >= 0.90, "held-out accuracy {:.2}% with micromath", acc * 100.0);
+    assert!(
+        acc >= 0.90,
+        "held-out accuracy {:.2}% with micromath",
+        acc * 100.0
+    );
 }

@@ -70,6 +70,7 @@
 //! no 32 x 32 -> 64 multiply), with results equal bit for bit to the native form.
 
 pub mod conv;
+mod dot;
 pub mod math;
 pub mod mul;
 

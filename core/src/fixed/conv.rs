@@ -3,24 +3,26 @@
 //!
 //! The generic kernels (`kernels::conv`) round and saturate every product through the
 //! `Scalar` operators; on a Cortex-M0 (no FPU, no 32 x 32 -> 64 multiply) that costs about
-//! 60 instructions per multiply-accumulate. These kernels are exact and cheaper:
+//! 65 instructions per multiply-accumulate. These kernels are exact and cheaper
+//! (the sum forms are in the private module `fixed/dot.rs`):
 //!
-//! - **Three 32-bit multiplies per product.** With `x = xh * 2^16 + xl` (`xh` signed,
-//!   `xl` in `[0, 2^16)`) and `wh = w >> 16`, `wl = w & 0xFFFF`:
-//!   `x * w = (xh * w + xl * wh) * 2^16 + xl * wl`. The last term is below `2^32` and is
-//!   summed in a `u64` (an add and an add-with-carry); the first two are summed in an
-//!   `i32`, which is exact as long as it cannot overflow.
+//! - **Two 32-bit multiplies per product** when the operands allow it: with
+//!   `x = xh * 2^8 + xl` (`xl` in `[0, 2^8)`), `x * w = xh * w * 2^8 + xl * w`, two `i32`
+//!   sums. Otherwise **three** (16-bit halves: `x * w = (xh * w + xl * wh) * 2^16 +
+//!   xl * wl`, the last sum in a `u64`), and near the rails a saturating `i64` sum of
+//!   four-multiply products.
 //! - **Overflow is ruled out before the loops, not checked in them.** Each call scans its
-//!   operands once for their largest magnitudes, bounds `|xh * w + xl * wh|` per term,
-//!   and flushes the `i32` into an `i64` total often enough that it cannot overflow
-//!   ([`Split8`], [`Fast16`]). When even one chunk of terms could overflow (operands near the top of
-//!   the range), the call runs the same loops with a saturating `i64` accumulator of
-//!   four-multiply products instead ([`WideDot`]). Both give the same exact integers, so
-//!   the choice never changes a result and all targets stay bit-identical.
-//! - **Gather loops.** Forward and backward-input compute one output at a time (the
-//!   sum stays in registers); backward-weight one tap at a time. Backward-input gathers
-//!   from the output gradient, with a contiguous tap range when the stride is 1 and a
-//!   per-tap divisibility check otherwise (slower, same result).
+//!   operands once for their largest magnitudes, bounds every term of the `i32` sums,
+//!   and flushes them into an `i64` total often enough that they cannot overflow. All
+//!   forms give the same exact integers, so the choice never changes a result and all
+//!   targets stay bit-identical.
+//! - **Loop shapes.** In the two-multiply form, forward (column stride 1) and
+//!   backward-input (stride 1) are weight-stationary: each weight is split once and a
+//!   row of up to 32 outputs is updated, their sums in a stack tile. Otherwise
+//!   they gather one output at a time (backward-input with tap tables when the stride
+//!   is 1, a per-tap divisibility check when not); backward-weight is one dot product
+//!   per tap, row by row. Hot loops sit in small functions of their own, so that on a
+//!   Cortex-M0 they have its eight low registers to themselves.
 //! - Rounding and saturation happen once per output: the sticky saturation flag is
 //!   raised there (or when the `i64` total saturates in the wide form).
 
@@ -29,7 +31,7 @@ use super::{round_shift, sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
 
 mod input;
-use input::{backward_input_rows_w8, backward_input_table, backward_input_with};
+use input::{axpy_w8, backward_input_rows_w8, backward_input_table, backward_input_with, flush_w8, COLS};
 
 /// `round(total / 2^16)` added to `base`, saturated.
 #[inline(always)]
@@ -150,10 +152,74 @@ fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, D::Tap)], seg: usi
 pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
     let cin_g = g.c_in / g.groups;
     let terms = cin_g * g.kh * g.kw;
+    if g.stride[1] == 1 {
+        if let Plan::Split8(seg) = Plan::for_table(x, w, terms) {
+            if seg >= g.kh * g.kw {
+                return forward_rows_w8(g, x, w, b, y, seg);
+            }
+        }
+    }
     match Plan::new(x, w, g.kh * g.kw, terms) {
         Plan::Split8(units) => forward_with::<Split8>(g, x, w, b, y, units),
         Plan::Fast16(units) => forward_with::<Fast16>(g, x, w, b, y, units),
         Plan::Wide => forward_with::<WideDot>(g, x, w, b, y, cin_g),
+    }
+}
+
+/// The forward pass with [`SplitW8`] sums, weight-stationary (column stride 1): for every
+/// (input channel, tap) the weight is split once and a row segment of outputs is
+/// updated, their `i32` sums in stack tiles flushed into `i64` totals every `seg` taps.
+fn forward_rows_w8(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16], seg: usize) {
+    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([sy, _], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
+    let (mut acc, mut tot) = ([(0i32, 0i32); COLS], [0i64; COLS]);
+    for n in 0..g.n {
+        for oc in 0..g.c_out {
+            let grp = oc / cout_g;
+            let xs = &x[(n * g.c_in + grp * cin_g) * ip..][..cin_g * ip];
+            let wk = &w[oc * cin_g * taps..][..cin_g * taps];
+            let bias = b.map_or(0, |b| b[oc].0);
+            let yp = &mut y[(n * g.c_out + oc) * op..][..op];
+            for oy in 0..g.oh {
+                let (ky0, ky1) = taps_in(oy * sy, py, dy, g.kh, g.h);
+                let mut c0 = 0;
+                while c0 < g.ow {
+                    let c1 = (c0 + COLS).min(g.ow);
+                    let nc = c1 - c0;
+                    let (acc, tot) = (&mut acc[..nc], &mut tot[..nc]);
+                    tot.fill(0);
+                    let mut pending = 0;
+                    for ic in 0..cin_g {
+                        let wc = &wk[ic * taps..][..taps];
+                        for ky in ky0..ky1 {
+                            let xr = &xs[ic * ip + (oy * sy + ky * dy - py) * g.w..][..g.w];
+                            for kx in 0..g.kw {
+                                // Outputs ox with input column ox + kx * dx - px in 0..w.
+                                let shift = kx * dx;
+                                let a = c0.max(px.saturating_sub(shift));
+                                let e = c1.min((g.w + px).saturating_sub(shift));
+                                if a < e {
+                                    let (wh, wl) = SplitW8::tap(wc[ky * g.kw + kx].0);
+                                    let src = &xr[a + shift - px..];
+                                    axpy_w8(&mut acc[a - c0..e - c0], src, wh, wl);
+                                }
+                            }
+                        }
+                        pending += (ky1 - ky0) * g.kw;
+                        if pending + (ky1 - ky0) * g.kw > seg {
+                            flush_w8(tot, acc);
+                            pending = 0;
+                        }
+                    }
+                    flush_w8(tot, acc);
+                    for (yv, t) in yp[oy * g.ow + c0..oy * g.ow + c1].iter_mut().zip(tot.iter()) {
+                        *yv = finish(bias, *t);
+                    }
+                    c0 = c1;
+                }
+            }
+        }
     }
 }
 

@@ -7,8 +7,8 @@ use super::super::Q16;
 use super::{bands, dot_row_rev, dot_table, finish, TABLE};
 use crate::kernels::conv::ConvGeom;
 
-/// Columns of one stack tile of [`rows_plane_w8`].
-const COLS: usize = 32;
+/// Columns of one stack tile of [`rows_plane_w8`] (and of the forward rows).
+pub(super) const COLS: usize = 32;
 
 /// The stride-1 input gradient with [`SplitW8`] sums, weight-stationary: for every
 /// (output channel, tap) the weight is split once and a whole row segment of input
@@ -34,14 +34,14 @@ fn rows_plane_w8(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], seg: us
     let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
     let ([dy, dx], [py, px]) = (g.dil, g.pad);
     let seg = seg.max(1);
-    let mut acc = [(0i32, 0i32); COLS];
-    let mut tot = [0i64; COLS];
+    let (mut acc, mut tot) = ([(0i32, 0i32); COLS], [0i64; COLS]);
     for iy in 0..g.h {
         let (ky0, ky1) = out_taps(iy, py, dy, g.kh, g.oh);
         let mut c0 = 0;
         while c0 < g.w {
             let c1 = (c0 + COLS).min(g.w);
-            let (acc, tot) = (&mut acc[..c1 - c0], &mut tot[..c1 - c0]);
+            let n = c1 - c0;
+            let (acc, tot) = (&mut acc[..n], &mut tot[..n]);
             acc.fill((0, 0));
             tot.fill(0);
             let mut pending = 0;
@@ -56,34 +56,38 @@ fn rows_plane_w8(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], seg: us
                         let b = c1.min((g.ow + shift).saturating_sub(px));
                         if a < b {
                             let (wh, wl) = SplitW8::tap(wc[ky * g.kw + kx].0);
-                            axpy_w8(&mut acc[a - c0..b - c0], &gr[a + px - shift..], wh, wl);
+                            let src = &gr[a + px - shift..];
+                            axpy_w8(&mut acc[a - c0..b - c0], src, wh, wl);
                         }
                     }
                 }
                 pending += (ky1 - ky0) * g.kw;
                 if pending + (ky1 - ky0) * g.kw > seg {
-                    for (t, a) in tot.iter_mut().zip(acc.iter_mut()) {
-                        *t += ((a.0 as i64) << 8) + a.1 as i64;
-                        *a = (0, 0);
-                    }
+                    flush_w8(tot, acc);
                     pending = 0;
                 }
             }
-            for ((gv, t), a) in gxp[iy * g.w + c0..iy * g.w + c1]
-                .iter_mut()
-                .zip(tot.iter())
-                .zip(acc.iter())
-            {
-                *gv = finish(gv.0, t + ((a.0 as i64) << 8) + a.1 as i64);
+            flush_w8(tot, acc);
+            for (gv, t) in gxp[iy * g.w + c0..iy * g.w + c1].iter_mut().zip(tot.iter()) {
+                *gv = finish(gv.0, *t);
             }
             c0 = c1;
         }
     }
 }
 
-/// `acc[i] += (g[i] * wh, g[i] * wl)`: one weight's products over a row of pixels.
+/// `tot[i] += m * 2^8 + l` for each pair `(m, l)`, and clears the pairs.
+pub(super) fn flush_w8(tot: &mut [i64], acc: &mut [(i32, i32)]) {
+    for (t, a) in tot.iter_mut().zip(acc.iter_mut()) {
+        *t += ((a.0 as i64) << 8) + a.1 as i64;
+        *a = (0, 0);
+    }
+}
+
+/// `acc[i] += (g[i] * wh, g[i] * wl)`: one split weight's products over a row of
+/// pixels, in a function of its own so that the loop has the M0's low registers.
 #[inline(never)]
-fn axpy_w8(acc: &mut [(i32, i32)], g: &[Q16], wh: i32, wl: i32) {
+pub(super) fn axpy_w8(acc: &mut [(i32, i32)], g: &[Q16], wh: i32, wl: i32) {
     for (a, gv) in acc.iter_mut().zip(g) {
         a.0 = a.0.wrapping_add(gv.0.wrapping_mul(wh));
         a.1 = a.1.wrapping_add(gv.0.wrapping_mul(wl));

@@ -14,7 +14,7 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m_rt::{entry, exception};
-use torchlet::kernels::conv::ConvGeom;
+use torchlet::kernels::conv::{self, ConvGeom};
 use torchlet::{Scalar, Q16};
 use torchlet_determinism_m0::exit;
 
@@ -77,12 +77,15 @@ fn fill<S: Scalar>(scale: f32, bufs: [&mut [S]; 3]) {
 /// pass on fresh operands in `[-scale, scale)` (the Q16 kernels pick their
 /// accumulation form from the operands' magnitudes: see `torchlet::fixed::conv`).
 fn per_mac<S: Scalar>(scale: f32, x: &mut [S], w: &mut [S], y: &mut [S]) -> [u64; 3] {
+    // The sizes reach the kernels as run-time values, as in training (a constant
+    // geometry would let the compiler fold index arithmetic into the kernels).
+    let g = core::hint::black_box(G);
     fill(scale, [&mut *x, &mut *w, &mut *y]);
-    let fwd = instructions(|| S::conv2d_forward(&G, x, w, None, y));
+    let fwd = instructions(|| S::conv2d_forward(&g, x, w, None, y));
     fill(scale, [&mut *x, &mut *w, &mut *y]);
-    let bwi = instructions(|| S::conv2d_backward_input(&G, y, w, x));
+    let bwi = instructions(|| S::conv2d_backward_input(&g, y, w, x));
     fill(scale, [&mut *x, &mut *w, &mut *y]);
-    let bww = instructions(|| S::conv2d_backward_weight(&G, y, x, w));
+    let bww = instructions(|| S::conv2d_backward_weight(&g, y, x, w));
     // Scaled by 100 to print two decimals without floats.
     [fwd * 100 / MACS, bwi * 100 / MACS, bww * 100 / MACS]
 }
@@ -123,6 +126,23 @@ fn main() -> ! {
     let r = [ratio(f[0], q[0]), ratio(f[1], q[1]), ratio(f[2], q[2])];
     show("ratio", r);
     semihosting::println!("(ratio = f32 instructions / q16.16 instructions; goal >= 10)");
+    // The generic kernels (kernels::conv) in Q16, which round every product: the cost
+    // before the Q16-specific ones.
+    fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
+    let g = core::hint::black_box(G);
+    let gen = [
+        instructions(|| conv::conv2d_forward(&g, &xq, &wq, None, &mut yq)),
+        {
+            fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
+            instructions(|| conv::conv2d_backward_input(&g, &yq, &wq, &mut xq))
+        },
+        {
+            fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
+            instructions(|| conv::conv2d_backward_weight(&g, &yq, &xq, &mut wq))
+        },
+    ];
+    show("generic", [gen[0] * 100 / MACS, gen[1] * 100 / MACS, gen[2] * 100 / MACS]);
+    semihosting::println!("(generic = the Q16 generic kernels, which round every product)");
     // Operands up to 64 in magnitude: too large for the two-multiply form, so this
     // shows the cost of the three-multiply and wide forms.
     let q64 = per_mac(64.0, &mut xq, &mut wq, &mut yq);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fixed point (Q16.16): the same 50-step W1 training run must give a byte-identical
 # weight hash on the host (x86_64), on wasm32 (a bare module run by node) and on
-# thumbv6m-none-eabi (QEMU mps2-an385). Also prints the M0 kernel instruction counts.
+# thumbv6m-none-eabi (QEMU mps2-an385). Also prints the M0 kernel instruction counts, and
+# checks the `micromath` feature (approximate f32 functions: error bounds, W1 trains).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bash .ci/install.sh rust qemu
@@ -30,3 +31,9 @@ if [ -f tests/determinism-m0/src/bin/m0_kernel_cost.rs ]; then
     echo "--- benchmark: instructions per MAC on thumbv6m (QEMU -icount), not a test"
     (cd tests/determinism-m0 && CARGO_TARGET_DIR="$ROOT/target/m0" cargo run -q --release --bin m0_kernel_cost)
 fi
+
+echo "--- micromath feature: approximate f32 functions, error bounded, W1 still trains"
+cargo clippy -q -p torchlet-tests --features micromath --all-targets -- -D warnings
+cargo build -q -p torchlet --release --target thumbv6m-none-eabi --features micromath
+cargo test -q --release -p torchlet-tests --features micromath --test micromath 2>&1 | tee /tmp/torchlet-micromath.log
+grep -q "test result: ok. 2 passed" /tmp/torchlet-micromath.log

@@ -32,6 +32,8 @@
 //! - default: `no_std`, no `alloc`.
 //! - `std`: host conveniences.
 //! - `defmt`: `defmt::Format` for [`Error`] and [`Shape`].
+//! - `micromath`: fast approximate `f32` `exp`/`ln`/`sqrt`/`tanh`/`sigmoid` instead of
+//!   `libm` (see [`fmath`]).
 //!
 //! # Example: one training step of a tiny CNN
 //! ```
@@ -79,6 +81,7 @@ mod shape;
 
 pub mod data;
 pub mod fixed;
+pub mod fmath;
 pub mod init;
 pub mod io;
 pub mod kernels;

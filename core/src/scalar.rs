@@ -173,26 +173,21 @@ impl Scalar for f32 {
     fn div(self, rhs: f32) -> f32 {
         self / rhs
     }
+    // libm, or micromath's approximations with the `micromath` feature: see `fmath`.
     fn exp(self) -> f32 {
-        libm::expf(self)
+        crate::fmath::exp(self)
     }
     fn ln(self) -> f32 {
-        libm::logf(self)
+        crate::fmath::ln(self)
     }
     fn sqrt(self) -> f32 {
-        libm::sqrtf(self)
+        crate::fmath::sqrt(self)
     }
     fn tanh(self) -> f32 {
-        libm::tanhf(self)
+        crate::fmath::tanh(self)
     }
     fn sigmoid(self) -> f32 {
-        // Two branches keep exp's argument non-positive: no overflow for large |x|.
-        if self >= 0.0 {
-            1.0 / (1.0 + libm::expf(-self))
-        } else {
-            let e = libm::expf(self);
-            e / (1.0 + e)
-        }
+        crate::fmath::sigmoid(self)
     }
     fn is_finite(self) -> bool {
         f32::is_finite(self)

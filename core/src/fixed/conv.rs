@@ -3,193 +3,35 @@
 //!
 //! The generic kernels (`kernels::conv`) round and saturate every product through the
 //! `Scalar` operators; on a Cortex-M0 (no FPU, no 32 x 32 -> 64 multiply) that costs about
-//! 60 instructions per multiply-accumulate. These kernels are exact and cheaper:
+//! 65 instructions per multiply-accumulate. These kernels are exact and cheaper
+//! (the sum forms are in the private module `fixed/dot.rs`):
 //!
-//! - **Three 32-bit multiplies per product.** With `x = xh * 2^16 + xl` (`xh` signed,
-//!   `xl` in `[0, 2^16)`) and `wh = w >> 16`, `wl = w & 0xFFFF`:
-//!   `x * w = (xh * w + xl * wh) * 2^16 + xl * wl`. The last term is below `2^32` and is
-//!   summed in a `u64` (an add and an add-with-carry); the first two are summed in an
-//!   `i32`, which is exact as long as it cannot overflow.
+//! - **Two 32-bit multiplies per product** when the operands allow it: with
+//!   `x = xh * 2^8 + xl` (`xl` in `[0, 2^8)`), `x * w = xh * w * 2^8 + xl * w`, two `i32`
+//!   sums. Otherwise **three** (16-bit halves: `x * w = (xh * w + xl * wh) * 2^16 +
+//!   xl * wl`, the last sum in a `u64`), and near the rails a saturating `i64` sum of
+//!   four-multiply products.
 //! - **Overflow is ruled out before the loops, not checked in them.** Each call scans its
-//!   operands once for their largest magnitudes, bounds `|xh * w + xl * wh|` per term,
-//!   and flushes the `i32` into an `i64` total often enough that it cannot overflow
-//!   ([`Split8`], [`Fast16`]). When even one chunk of terms could overflow (operands near the top of
-//!   the range), the call runs the same loops with a saturating `i64` accumulator of
-//!   four-multiply products instead ([`WideDot`]). Both give the same exact integers, so
-//!   the choice never changes a result and all targets stay bit-identical.
-//! - **Gather loops.** Forward and backward-input compute one output at a time (the
-//!   sum stays in registers); backward-weight one tap at a time. Backward-input gathers
-//!   from the output gradient, with a contiguous tap range when the stride is 1 and a
-//!   per-tap divisibility check otherwise (slower, same result).
+//!   operands once for their largest magnitudes, bounds every term of the `i32` sums,
+//!   and flushes them into an `i64` total often enough that they cannot overflow. All
+//!   forms give the same exact integers, so the choice never changes a result and all
+//!   targets stay bit-identical.
+//! - **Loop shapes.** In the two-multiply form, forward (column stride 1) and
+//!   backward-input (stride 1) are weight-stationary: each weight is split once and a
+//!   row of up to 32 outputs is updated, their sums in a stack tile. Otherwise
+//!   they gather one output at a time (backward-input with tap tables when the stride
+//!   is 1, a per-tap divisibility check when not); backward-weight is one dot product
+//!   per tap, row by row. Hot loops sit in small functions of their own, so that on a
+//!   Cortex-M0 they have its eight low registers to themselves.
 //! - Rounding and saturation happen once per output: the sticky saturation flag is
 //!   raised there (or when the `i64` total saturates in the wide form).
 
-use super::{mul, raise, round_shift, sat_i32, Q16};
+use super::dot::{Dot, Fast16, Plan, Split8, SplitW8, WideDot};
+use super::{round_shift, sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
 
-/// A running exact sum of Q16.16 products `x * w`, in units of `2^-32`.
-pub(crate) trait Dot: Copy {
-    /// An empty sum.
-    fn zero() -> Self;
-    /// Adds `x * w` (raw Q16.16 values).
-    fn mac(&mut self, x: i32, w: i32);
-    /// Moves the narrow partial sum into the wide total (called between chunks).
-    fn flush(&mut self);
-    /// The sum (saturated to the `i64` range by the wide form).
-    fn total(self) -> i64;
-}
-
-/// The cheapest form, for operands of moderate size: two multiplies per product.
-/// With `x = xh * 2^8 + xl` (`xl` in `[0, 2^8)`), `x * w = xh * w * 2^8 + xl * w`;
-/// both sums are `i32`, exact only under the bound checked by [`Plan::new`].
-#[derive(Clone, Copy)]
-pub(crate) struct Split8 {
-    m: i32,
-    l: i32,
-    t: i64,
-}
-
-impl Dot for Split8 {
-    #[inline(always)]
-    fn zero() -> Self {
-        Split8 { m: 0, l: 0, t: 0 }
-    }
-    #[inline(always)]
-    fn mac(&mut self, x: i32, w: i32) {
-        let (xh, xl) = (x >> 8, x & 0xFF);
-        self.m = self.m.wrapping_add(xh.wrapping_mul(w));
-        self.l = self.l.wrapping_add(xl.wrapping_mul(w));
-    }
-    #[inline(always)]
-    fn flush(&mut self) {
-        self.t += ((self.m as i64) << 8) + self.l as i64;
-        self.m = 0;
-        self.l = 0;
-    }
-    #[inline(always)]
-    fn total(self) -> i64 {
-        self.t + ((self.m as i64) << 8) + self.l as i64
-    }
-}
-
-/// The form for larger operands: the same identity with 16-bit halves, the low sum in
-/// a `u64` (an add and an add-with-carry per term).
-#[derive(Clone, Copy)]
-pub(crate) struct Fast16 {
-    m: i32,
-    l: u64,
-    t: i64,
-}
-
-impl Dot for Fast16 {
-    #[inline(always)]
-    fn zero() -> Self {
-        Fast16 { m: 0, l: 0, t: 0 }
-    }
-    #[inline(always)]
-    fn mac(&mut self, x: i32, w: i32) {
-        let (xh, xl) = (x >> 16, x & 0xFFFF);
-        let (wh, wl) = (w >> 16, (w & 0xFFFF) as u32);
-        self.m = self
-            .m
-            .wrapping_add(xh.wrapping_mul(w))
-            .wrapping_add(xl.wrapping_mul(wh));
-        self.l += (xl as u32).wrapping_mul(wl) as u64;
-    }
-    #[inline(always)]
-    fn flush(&mut self) {
-        self.t += (self.m as i64) << 16;
-        self.m = 0;
-    }
-    #[inline(always)]
-    fn total(self) -> i64 {
-        self.t + ((self.m as i64) << 16) + self.l as i64
-    }
-}
-
-/// The fallback form: one saturating `i64` sum of exact products.
-#[derive(Clone, Copy)]
-pub(crate) struct WideDot(i64);
-
-impl Dot for WideDot {
-    #[inline(always)]
-    fn zero() -> Self {
-        WideDot(0)
-    }
-    #[inline(always)]
-    fn mac(&mut self, x: i32, w: i32) {
-        let p = mul::wide(x, w);
-        self.0 = match self.0.checked_add(p) {
-            Some(v) => v,
-            None => {
-                raise();
-                if p > 0 {
-                    i64::MAX
-                } else {
-                    i64::MIN
-                }
-            }
-        };
-    }
-    #[inline(always)]
-    fn flush(&mut self) {}
-    #[inline(always)]
-    fn total(self) -> i64 {
-        self.0
-    }
-}
-
-/// How a call accumulates: which [`Dot`] form, flushed every how many units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Plan {
-    /// [`Split8`], flushed every `n` units.
-    Split8(usize),
-    /// [`Fast16`], flushed every `n` units.
-    Fast16(usize),
-    /// [`WideDot`].
-    Wide,
-}
-
-/// Largest `|v >> shift|` and `|v|` of raw values (as `u64`, so `|i32::MIN|` fits).
-fn magnitudes(v: &[Q16], shift: u32) -> (u64, u64) {
-    let (mut lo, mut hi) = (0i32, 0i32);
-    for q in v {
-        lo = lo.min(q.0);
-        hi = hi.max(q.0);
-    }
-    let mag = |a: i32, b: i32| (a as i64).unsigned_abs().max((b as i64).unsigned_abs());
-    (mag(lo >> shift, hi >> shift), mag(lo, hi))
-}
-
-impl Plan {
-    /// `split` are the operands passed as `x` to [`Dot::mac`], `full` those passed as
-    /// `w`; a unit (the stretch between two possible flushes) is at most `unit_terms`
-    /// products, an output sums at most `terms` products.
-    pub(crate) fn new(split: &[Q16], full: &[Q16], unit_terms: usize, terms: usize) -> Plan {
-        let (unit, terms) = (unit_terms.max(1) as u64, terms as u64);
-        // Units per flush such that the i32 sum of `|xh * w + xl * wh|` (each term below
-        // `bound`) cannot overflow; the i64 total stays below 2^62 when `terms * bound`
-        // is below 2^45 (`2^16` times that, plus `terms * 2^32`).
-        let fits_total = |bound: u64| terms < (1 << 28) && terms.saturating_mul(bound) < (1 << 45);
-        let (xh8, _) = magnitudes(split, 8);
-        let (xh16, _) = magnitudes(split, 16);
-        let (wh16, wmax) = magnitudes(full, 16);
-        // Split8: each term of either i32 sum is at most max(|x >> 8|, 2^8) * |w|.
-        let bound = (xh8.max(1 << 8) * wmax).max(1);
-        let n = (i32::MAX as u64 / bound) / unit;
-        if n >= 1 && fits_total(bound) {
-            return Plan::Split8(n.min(u32::MAX as u64) as usize);
-        }
-        // Fast16: each term of the i32 sum is below |xh| * |w| + 2^16 * |wh|.
-        let bound = (xh16 * wmax + 0xFFFF * wh16).max(1);
-        let n = (i32::MAX as u64 / bound) / unit;
-        let units = (n >= 1 && fits_total(bound)).then_some(n);
-        match units {
-            Some(n) => Plan::Fast16(n.min(u32::MAX as u64) as usize),
-            None => Plan::Wide,
-        }
-    }
-}
+mod input;
+use input::{axpy_w8, backward_input_rows_w8, backward_input_table, backward_input_with, flush_w8, COLS};
 
 /// `round(total / 2^16)` added to `base`, saturated.
 #[inline(always)]
@@ -296,13 +138,11 @@ fn bands(
 
 /// `acc += sum src[off] * w` over the table, flushed every `seg` entries.
 #[inline(always)]
-fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, i32)], seg: usize) {
+fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, D::Tap)], seg: usize) {
     let mut rest = table;
     while !rest.is_empty() {
         let (part, tail) = rest.split_at(seg.min(rest.len()));
-        for &(off, w) in part {
-            acc.mac(src[off as usize].0, w);
-        }
+        acc.mac_table(src, part);
         acc.flush();
         rest = tail;
     }
@@ -311,13 +151,75 @@ fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, i32)], seg: usize)
 /// `y = conv(x, w) + b`, exact sums rounded once.
 pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
     let cin_g = g.c_in / g.groups;
-    let table = cin_g * g.kh * g.kw <= TABLE;
-    match (Plan::new(x, w, g.kh * g.kw, cin_g * g.kh * g.kw), table) {
-        (Plan::Split8(units), true) => forward_table::<Split8>(g, x, w, b, y, units),
-        (Plan::Split8(units), false) => forward_with::<Split8>(g, x, w, b, y, units),
-        (Plan::Fast16(units), true) => forward_table::<Fast16>(g, x, w, b, y, units),
-        (Plan::Fast16(units), false) => forward_with::<Fast16>(g, x, w, b, y, units),
-        (Plan::Wide, _) => forward_with::<WideDot>(g, x, w, b, y, cin_g),
+    let terms = cin_g * g.kh * g.kw;
+    if g.stride[1] == 1 {
+        if let Plan::Split8(seg) = Plan::for_table(x, w, terms) {
+            if seg >= g.kh * g.kw {
+                return forward_rows_w8(g, x, w, b, y, seg);
+            }
+        }
+    }
+    match Plan::new(x, w, g.kh * g.kw, terms) {
+        Plan::Split8(units) => forward_with::<Split8>(g, x, w, b, y, units),
+        Plan::Fast16(units) => forward_with::<Fast16>(g, x, w, b, y, units),
+        Plan::Wide => forward_with::<WideDot>(g, x, w, b, y, cin_g),
+    }
+}
+
+/// The forward pass with [`SplitW8`] sums, weight-stationary (column stride 1): for every
+/// (input channel, tap) the weight is split once and a row segment of outputs is
+/// updated, their `i32` sums in stack tiles flushed into `i64` totals every `seg` taps.
+fn forward_rows_w8(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16], seg: usize) {
+    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([sy, _], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
+    let (mut acc, mut tot) = ([(0i32, 0i32); COLS], [0i64; COLS]);
+    for n in 0..g.n {
+        for oc in 0..g.c_out {
+            let grp = oc / cout_g;
+            let xs = &x[(n * g.c_in + grp * cin_g) * ip..][..cin_g * ip];
+            let wk = &w[oc * cin_g * taps..][..cin_g * taps];
+            let bias = b.map_or(0, |b| b[oc].0);
+            let yp = &mut y[(n * g.c_out + oc) * op..][..op];
+            for oy in 0..g.oh {
+                let (ky0, ky1) = taps_in(oy * sy, py, dy, g.kh, g.h);
+                let mut c0 = 0;
+                while c0 < g.ow {
+                    let c1 = (c0 + COLS).min(g.ow);
+                    let nc = c1 - c0;
+                    let (acc, tot) = (&mut acc[..nc], &mut tot[..nc]);
+                    tot.fill(0);
+                    let mut pending = 0;
+                    for ic in 0..cin_g {
+                        let wc = &wk[ic * taps..][..taps];
+                        for ky in ky0..ky1 {
+                            let xr = &xs[ic * ip + (oy * sy + ky * dy - py) * g.w..][..g.w];
+                            for kx in 0..g.kw {
+                                // Outputs ox with input column ox + kx * dx - px in 0..w.
+                                let shift = kx * dx;
+                                let a = c0.max(px.saturating_sub(shift));
+                                let e = c1.min((g.w + px).saturating_sub(shift));
+                                if a < e {
+                                    let (wh, wl) = SplitW8::tap(wc[ky * g.kw + kx].0);
+                                    let src = &xr[a + shift - px..];
+                                    axpy_w8(&mut acc[a - c0..e - c0], src, wh, wl);
+                                }
+                            }
+                        }
+                        pending += (ky1 - ky0) * g.kw;
+                        if pending + (ky1 - ky0) * g.kw > seg {
+                            flush_w8(tot, acc);
+                            pending = 0;
+                        }
+                    }
+                    flush_w8(tot, acc);
+                    for (yv, t) in yp[oy * g.ow + c0..oy * g.ow + c1].iter_mut().zip(tot.iter()) {
+                        *yv = finish(bias, *t);
+                    }
+                    c0 = c1;
+                }
+            }
+        }
     }
 }
 
@@ -370,239 +272,24 @@ fn forward_with<D: Dot>(
     }
 }
 
-/// The forward pass with tap tables: the plane is cut into regions whose outputs share
-/// one tap window (the interior and the padded borders), and each region's table is
-/// built once per output channel.
-#[inline(never)]
-fn forward_table<D: Dot>(
-    g: &ConvGeom,
-    x: &[Q16],
-    w: &[Q16],
-    b: Option<&[Q16]>,
-    y: &mut [Q16],
-    chans_per_flush: usize,
-) {
-    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
-    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
-    let ([sy, sx], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
-    let cpf = chans_per_flush.clamp(1, cin_g.max(1));
-    let mut table = [(0u32, 0i32); TABLE];
-    for n in 0..g.n {
-        for oc in 0..g.c_out {
-            let grp = oc / cout_g;
-            let xs = &x[(n * g.c_in + grp * cin_g) * ip..][..cin_g * ip];
-            let wk = &w[oc * cin_g * taps..][..cin_g * taps];
-            let bias = b.map_or(0, |b| b[oc].0);
-            let yp = &mut y[(n * g.c_out + oc) * op..][..op];
-            bands(
-                g.oh,
-                |oy| taps_in(oy * sy, py, dy, g.kh, g.h),
-                |oy0, oy1, ky0, ky1| {
-                    bands(
-                        g.ow,
-                        |ox| taps_in(ox * sx, px, dx, g.kw, g.w),
-                        |ox0, ox1, kx0, kx1| {
-                            // Offsets from the window's first tap (ky0, kx0) of channel 0.
-                            let mut len = 0;
-                            for ic in 0..cin_g {
-                                for ky in ky0..ky1 {
-                                    for kx in kx0..kx1 {
-                                        let off = ic * ip + (ky - ky0) * dy * g.w + (kx - kx0) * dx;
-                                        table[len] = (off as u32, wk[ic * taps + ky * g.kw + kx].0);
-                                        len += 1;
-                                    }
-                                }
-                            }
-                            let seg = (cpf * (ky1 - ky0) * (kx1 - kx0)).max(1);
-                            for oy in oy0..oy1 {
-                                let yr = &mut yp[oy * g.ow..][ox0..ox1];
-                                for (ox, yv) in (ox0..ox1).zip(yr.iter_mut()) {
-                                    let mut acc = D::zero();
-                                    if len > 0 {
-                                        let base = (oy * sy + ky0 * dy - py) * g.w + ox * sx + kx0 * dx - px;
-                                        dot_table(&mut acc, &xs[base..], &table[..len], seg);
-                                    }
-                                    *yv = finish(bias, acc.total());
-                                }
-                            }
-                        },
-                    );
-                },
-            );
-        }
-    }
-}
-
 /// `gx += conv_transpose(gy, w)`, exact sums rounded once per input element.
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
     let cout_g = g.c_out / g.groups;
-    match Plan::new(gy, w, g.kh * g.kw, cout_g * g.kh * g.kw) {
+    let terms = cout_g * g.kh * g.kw;
+    if g.stride == [1, 1] && terms <= TABLE {
+        match Plan::for_table(gy, w, terms) {
+            // The row form flushes between output channels, so it needs one channel's taps.
+            Plan::Split8(seg) if seg >= g.kh * g.kw => backward_input_rows_w8(g, gy, w, gx, seg),
+            Plan::Split8(seg) => backward_input_table::<SplitW8>(g, gy, w, gx, seg),
+            Plan::Fast16(seg) => backward_input_table::<Fast16>(g, gy, w, gx, seg),
+            Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
+        }
+        return;
+    }
+    match Plan::new(gy, w, g.kh * g.kw, terms) {
         Plan::Split8(units) => backward_input_with::<Split8>(g, gy, w, gx, units),
         Plan::Fast16(units) => backward_input_with::<Fast16>(g, gy, w, gx, units),
         Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
-    }
-}
-
-/// The taps `k` in `0..k_len` whose output coordinate `(at + pad - k * dil) / stride`
-/// is whole and lies in `0..out_len` (stride 1: a contiguous range).
-#[inline(always)]
-fn out_taps(at: usize, pad: usize, dil: usize, k_len: usize, out_len: usize) -> (usize, usize) {
-    // Valid: k * dil <= at + pad and at + pad - k * dil < out_len.
-    let top = at + pad;
-    let mut k0 = 0;
-    while k0 < k_len && top >= out_len + k0 * dil {
-        k0 += 1;
-    }
-    let mut k1 = k_len;
-    while k1 > k0 && (k1 - 1) * dil > top {
-        k1 -= 1;
-    }
-    (k0, k1)
-}
-
-fn backward_input_with<D: Dot>(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16], chans_per_flush: usize) {
-    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
-    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
-    let cpf = chans_per_flush.clamp(1, cout_g.max(1));
-    for n in 0..g.n {
-        for ic in 0..g.c_in {
-            let (grp, icg) = (ic / cin_g, ic % cin_g);
-            let gys = &gy[(n * g.c_out + grp * cout_g) * op..][..cout_g * op];
-            // Weights of (output channel j of the group, this input channel): from
-            // `j * cin_g * taps` on.
-            let wk = &w[(grp * cout_g * cin_g + icg) * taps..];
-            let gxp = &mut gx[(n * g.c_in + ic) * ip..][..ip];
-            if g.stride == [1, 1] && cout_g * taps <= TABLE {
-                gather_plane_table::<D>(g, gys, wk, gxp, cpf);
-            } else if g.stride == [1, 1] {
-                gather_plane_s1::<D>(g, gys, wk, gxp, cpf);
-            } else {
-                gather_plane_strided::<D>(g, gys, wk, gxp, cpf);
-            }
-        }
-    }
-}
-
-/// One input-gradient plane, stride 1, with tap tables built once per region of
-/// input pixels that share a tap window.
-#[inline(never)]
-fn gather_plane_table<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], cpf: usize) {
-    let (op, taps) = (g.oh * g.ow, g.kh * g.kw);
-    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
-    let ([dy, dx], [py, px]) = (g.dil, g.pad);
-    let mut table = [(0u32, 0i32); TABLE];
-    bands(
-        g.h,
-        |iy| out_taps(iy, py, dy, g.kh, g.oh),
-        |iy0, iy1, ky0, ky1| {
-            bands(
-                g.w,
-                |ix| out_taps(ix, px, dx, g.kw, g.ow),
-                |ix0, ix1, kx0, kx1| {
-                    if ky0 == ky1 || kx0 == kx1 {
-                        return;
-                    }
-                    // Offsets from output (iy + py - (ky1-1) dy, ix + px - (kx1-1) dx) of channel 0.
-                    let mut len = 0;
-                    for j in 0..cout_g {
-                        for ky in ky0..ky1 {
-                            for kx in kx0..kx1 {
-                                let off = j * op + (ky1 - 1 - ky) * dy * g.ow + (kx1 - 1 - kx) * dx;
-                                table[len] = (off as u32, wk[j * cin_g * taps + ky * g.kw + kx].0);
-                                len += 1;
-                            }
-                        }
-                    }
-                    let seg = (cpf * (ky1 - ky0) * (kx1 - kx0)).max(1);
-                    for iy in iy0..iy1 {
-                        let gxr = &mut gxp[iy * g.w..][ix0..ix1];
-                        for (ix, gxv) in (ix0..ix1).zip(gxr.iter_mut()) {
-                            let base = (iy + py - (ky1 - 1) * dy) * g.ow + ix + px - (kx1 - 1) * dx;
-                            let mut acc = D::zero();
-                            dot_table(&mut acc, &gys[base..], &table[..len], seg);
-                            *gxv = finish(gxv.0, acc.total());
-                        }
-                    }
-                },
-            );
-        },
-    );
-}
-
-/// One input-gradient plane, stride 1: every tap range is contiguous.
-#[inline(never)]
-fn gather_plane_s1<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], cpf: usize) {
-    let (op, taps) = (g.oh * g.ow, g.kh * g.kw);
-    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
-    let ([dy, dx], [py, px]) = (g.dil, g.pad);
-    let (row_step, wc_step) = (dy * g.ow, cin_g * taps);
-    for iy in 0..g.h {
-        let (ky0, ky1) = out_taps(iy, py, dy, g.kh, g.oh);
-        let gxr = &mut gxp[iy * g.w..][..g.w];
-        for (ix, gxv) in gxr.iter_mut().enumerate() {
-            let (kx0, kx1) = out_taps(ix, px, dx, g.kw, g.ow);
-            if kx0 == kx1 || ky0 == ky1 {
-                continue;
-            }
-            // Output rows iy + py - ky * dy and columns ix + px - kx * dx, walked with
-            // ky and kx descending so that both ascend.
-            let first = (iy + py - (ky1 - 1) * dy) * g.ow + ix + px - (kx1 - 1) * dx;
-            let mut acc = D::zero();
-            let mut j = 0;
-            while j < cout_g {
-                let end = (j + cpf).min(cout_g);
-                while j < end {
-                    let mut gi = j * op + first;
-                    let mut wi = j * wc_step + (ky1 - 1) * g.kw;
-                    for _ in ky0..ky1 {
-                        dot_row_rev(&mut acc, &gys[gi..], &wk[wi + kx0..wi + kx1], dx);
-                        gi += row_step;
-                        wi = wi.wrapping_sub(g.kw);
-                    }
-                    j += 1;
-                }
-                acc.flush();
-            }
-            *gxv = finish(gxv.0, acc.total());
-        }
-    }
-}
-
-/// One input-gradient plane, any stride: taps whose output coordinate is not whole
-/// are skipped one by one (slower; W1 has stride 1 everywhere).
-#[inline(never)]
-fn gather_plane_strided<D: Dot>(g: &ConvGeom, gys: &[Q16], wk: &[Q16], gxp: &mut [Q16], cpf: usize) {
-    let (op, taps) = (g.oh * g.ow, g.kh * g.kw);
-    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
-    let ([sy, sx], [dy, dx], [py, px]) = (g.stride, g.dil, g.pad);
-    for iy in 0..g.h {
-        let (ky0, ky1) = out_taps(iy, py, dy, g.kh, g.oh * sy);
-        let gxr = &mut gxp[iy * g.w..][..g.w];
-        for (ix, gxv) in gxr.iter_mut().enumerate() {
-            let (kx0, kx1) = out_taps(ix, px, dx, g.kw, g.ow * sx);
-            let mut acc = D::zero();
-            for j0 in (0..cout_g).step_by(cpf) {
-                for j in j0..(j0 + cpf).min(cout_g) {
-                    let gyp = &gys[j * op..][..op];
-                    let wc = &wk[j * cin_g * taps..][..taps];
-                    for ky in ky0..ky1 {
-                        let ty = iy + py - ky * dy;
-                        if ty % sy != 0 {
-                            continue;
-                        }
-                        let gr = &gyp[(ty / sy) * g.ow..][..g.ow];
-                        for kx in kx0..kx1 {
-                            let tx = ix + px - kx * dx;
-                            if tx % sx == 0 {
-                                acc.mac(gr[tx / sx].0, wc[ky * g.kw + kx].0);
-                            }
-                        }
-                    }
-                }
-                acc.flush();
-            }
-            *gxv = finish(gxv.0, acc.total());
-        }
     }
 }
 
@@ -642,9 +329,7 @@ fn backward_weight_with<D: Dot>(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q
                                 let gr = &gyp[oy * g.ow + ox0..oy * g.ow + ox1];
                                 let xr = &xp[(oy * sy + ky * dy - py) * g.w + col..];
                                 if sx == 1 {
-                                    for (gv, xv) in gr.iter().zip(xr) {
-                                        acc.mac(gv.0, xv.0);
-                                    }
+                                    acc.mac_row(gr, xr);
                                 } else {
                                     for (gv, xv) in gr.iter().zip(xr.iter().step_by(sx)) {
                                         acc.mac(gv.0, xv.0);
@@ -659,35 +344,5 @@ fn backward_weight_with<D: Dot>(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn q(v: f32) -> Q16 {
-        Q16::from_f32(v)
-    }
-
-    #[test]
-    fn plan_picks_the_cheapest_exact_form() {
-        // |x|, |w| <= 1, 9-tap units: two multiplies, max(2^8, 2^8) * 2^16 per term.
-        let (x, w) = ([q(1.0), q(-0.5)], [q(-1.0), q(0.25)]);
-        assert_eq!(
-            Plan::new(&x, &w, 9, 72),
-            Plan::Split8((i32::MAX as usize >> 24) / 9)
-        );
-        // |x| = 64, |w| = 64: 2^14 * 2^22 per term overflows Split8; Fast16 holds
-        // 64 * 2^22 + 65535 * 64 per term.
-        let (x, w) = ([q(64.0)], [q(-64.0)]);
-        assert_eq!(Plan::new(&x, &w, 1, 72), Plan::Fast16(7));
-        // ... but not 9 terms between flushes.
-        assert_eq!(Plan::new(&x, &w, 9, 72), Plan::Wide);
-        // Near the rails even one term may overflow the i32 sums: the wide form.
-        let (x, w) = ([Q16::MAX], [Q16::MIN]);
-        assert_eq!(Plan::new(&x, &w, 1, 1), Plan::Wide);
-        // Empty operands (a zero-size plane) are fine.
-        assert_eq!(Plan::new(&[], &[], 9, 0), Plan::Split8(i32::MAX as usize / 9));
     }
 }

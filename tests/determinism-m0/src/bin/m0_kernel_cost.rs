@@ -5,13 +5,16 @@
 //!
 //! Workload: W1's second convolution without padding, so every output has all taps:
 //! batch 1, 8 -> 16 channels, 3x3, 10x10 input, 8x8 output = 73,728 MACs per pass.
+//! Each pass gets fresh operands in [-1, 1) (W1's weights, activations and loss-scaled
+//! gradients were all below 1.4 in magnitude in a measured Q16 run), then once more
+//! in [-64, 64) to show the Q16 kernels' slower exact forms for large operands.
 #![no_std]
 #![no_main]
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m_rt::{entry, exception};
-use torchlet::kernels::conv::ConvGeom;
+use torchlet::kernels::conv::{self, ConvGeom};
 use torchlet::{Scalar, Q16};
 use torchlet_determinism_m0::exit;
 
@@ -59,17 +62,30 @@ const G: ConvGeom = ConvGeom {
 };
 const MACS: u64 = 16 * 8 * 9 * 64;
 
-/// Instructions per MAC of forward, backward-input and backward-weight in `S`.
-fn per_mac<S: Scalar>(x: &mut [S], w: &mut [S], y: &mut [S]) -> [u64; 3] {
-    // Deterministic data in [-1, 1): real values, converted by the type's rule.
+/// Deterministic data in `[-scale, scale)`: real values, converted by the type's rule.
+fn fill<S: Scalar>(scale: f32, bufs: [&mut [S]; 3]) {
     let mut s = 12345u32;
-    for v in x.iter_mut().chain(w.iter_mut()).chain(y.iter_mut()) {
-        s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        *v = S::from_f32((s >> 8) as f32 / 8_388_608.0 - 1.0);
+    for buf in bufs {
+        for v in buf.iter_mut() {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            *v = S::from_f32(((s >> 8) as f32 / 8_388_608.0 - 1.0) * scale);
+        }
     }
-    let fwd = instructions(|| S::conv2d_forward(&G, x, w, None, y));
-    let bwi = instructions(|| S::conv2d_backward_input(&G, y, w, x));
-    let bww = instructions(|| S::conv2d_backward_weight(&G, y, x, w));
+}
+
+/// Instructions per MAC of forward, backward-input and backward-weight in `S`, each
+/// pass on fresh operands in `[-scale, scale)` (the Q16 kernels pick their
+/// accumulation form from the operands' magnitudes: see `torchlet::fixed::conv`).
+fn per_mac<S: Scalar>(scale: f32, x: &mut [S], w: &mut [S], y: &mut [S]) -> [u64; 3] {
+    // The sizes reach the kernels as run-time values, as in training (a constant
+    // geometry would let the compiler fold index arithmetic into the kernels).
+    let g = core::hint::black_box(G);
+    fill(scale, [&mut *x, &mut *w, &mut *y]);
+    let fwd = instructions(|| S::conv2d_forward(&g, x, w, None, y));
+    fill(scale, [&mut *x, &mut *w, &mut *y]);
+    let bwi = instructions(|| S::conv2d_backward_input(&g, y, w, x));
+    fill(scale, [&mut *x, &mut *w, &mut *y]);
+    let bww = instructions(|| S::conv2d_backward_weight(&g, y, x, w));
     // Scaled by 100 to print two decimals without floats.
     [fwd * 100 / MACS, bwi * 100 / MACS, bww * 100 / MACS]
 }
@@ -102,13 +118,35 @@ fn main() -> ! {
         "conv 8->16 3x3 on 10x10 (no padding), {} MACs per pass, thumbv6m",
         MACS
     );
-    let f = per_mac(&mut xf, &mut wf, &mut yf);
-    let q = per_mac(&mut xq, &mut wq, &mut yq);
+    let f = per_mac(1.0, &mut xf, &mut wf, &mut yf);
+    let q = per_mac(1.0, &mut xq, &mut wq, &mut yq);
     show("f32", f);
     show("q16.16", q);
     let ratio = |a: u64, b: u64| a * 100 / b.max(1);
     let r = [ratio(f[0], q[0]), ratio(f[1], q[1]), ratio(f[2], q[2])];
     show("ratio", r);
     semihosting::println!("(ratio = f32 instructions / q16.16 instructions; goal >= 10)");
+    // The generic kernels (kernels::conv) in Q16, which round every product: the cost
+    // before the Q16-specific ones.
+    fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
+    let g = core::hint::black_box(G);
+    let gen = [
+        instructions(|| conv::conv2d_forward(&g, &xq, &wq, None, &mut yq)),
+        {
+            fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
+            instructions(|| conv::conv2d_backward_input(&g, &yq, &wq, &mut xq))
+        },
+        {
+            fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
+            instructions(|| conv::conv2d_backward_weight(&g, &yq, &xq, &mut wq))
+        },
+    ];
+    show("generic", [gen[0] * 100 / MACS, gen[1] * 100 / MACS, gen[2] * 100 / MACS]);
+    semihosting::println!("(generic = the Q16 generic kernels, which round every product)");
+    // Operands up to 64 in magnitude: too large for the two-multiply form, so this
+    // shows the cost of the three-multiply and wide forms.
+    let q64 = per_mac(64.0, &mut xq, &mut wq, &mut yq);
+    semihosting::println!("operands in [-64, 64) (three-multiply / wide forms):");
+    show("q16.16", q64);
     exit(0)
 }

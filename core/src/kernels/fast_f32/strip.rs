@@ -23,8 +23,6 @@ use crate::kernels::conv::ConvGeom;
 
 /// Words of the stack buffer holding padded planes.
 const PLANE_WORDS: usize = 8192;
-/// Words of the packed weights (forward, backward-input).
-const PACK_WORDS: usize = 8192;
 /// Words of each transposed buffer of backward-weight (`gyT` and `gwT`).
 const T_WORDS: usize = 8192;
 /// (input channel, tap) pairs per pass.
@@ -172,20 +170,18 @@ impl Corr<'_> {
         src: &[f32],
         w: &[f32],
         out: &mut [f32],
-        wix: impl Fn(usize, usize, usize, usize) -> usize,
+        ostride: usize,
+        wof: impl Fn(usize, usize, usize) -> usize,
     ) -> bool {
         let s = &self.strip;
         let taps = self.k[0] * self.k[1];
-        let chunk = (PLANE_WORDS / s.chan)
-            .min(MAX_K / taps.max(1))
-            .min(PACK_WORDS / (taps * self.cout).max(1))
-            .min(self.cin);
+        let chunk = (PLANE_WORDS / s.chan).min(MAX_K / taps.max(1)).min(self.cin);
         if taps == 0 || chunk == 0 {
             return false;
         }
         let mut buf = [0.0f32; PLANE_WORDS];
-        let mut pack = [0.0f32; PACK_WORDS];
         let mut offs = [0usize; MAX_K];
+        let mut woffs = [0usize; MAX_K];
         let (src_plane, out_plane) = (s.src[0] * s.src[1], s.out[0] * s.out[1]);
         for grp in 0..self.groups {
             let mut c0 = 0;
@@ -193,16 +189,9 @@ impl Corr<'_> {
                 let nin = chunk.min(self.cin - c0);
                 let kk = nin * taps;
                 s.offsets(nin, self.k, self.dil, &mut offs);
-                // Weights of each block of output channels, in the order the tiles read.
-                let mut at = 0;
-                for o0 in (0..self.cout).step_by(OB) {
-                    for i in 0..nin {
-                        for t in 0..taps {
-                            for o in o0..(o0 + OB).min(self.cout) {
-                                pack[at] = w[wix(grp, o, c0 + i, t)];
-                                at += 1;
-                            }
-                        }
+                for i in 0..nin {
+                    for t in 0..taps {
+                        woffs[i * taps + t] = wof(grp, c0 + i, t);
                     }
                 }
                 let bias = self.bias.filter(|_| c0 == 0);
@@ -224,7 +213,9 @@ impl Corr<'_> {
                             strip: s,
                             buf: &buf[..nin * s.chan],
                             offs: &offs[..kk],
-                            wp: &pack[o0 * kk..][..b * kk],
+                            woffs: &woffs[..kk],
+                            w: &w[o0 * ostride..],
+                            ostride,
                             init,
                         };
                         match b {
@@ -247,8 +238,11 @@ struct Tiles<'a> {
     strip: &'a Strip,
     buf: &'a [f32],
     offs: &'a [usize],
-    /// `wp[k * B + o]`.
-    wp: &'a [f32],
+    /// The weight of row `k` and channel `o` of the block is `w[woffs[k] + o * ostride]`
+    /// (read in place: packing them would cost as much as a batch-1 pass).
+    woffs: &'a [usize],
+    w: &'a [f32],
+    ostride: usize,
     init: Init,
 }
 
@@ -294,14 +288,15 @@ impl Tiles<'_> {
                 }
             }
         }
-        for (&off, wk) in self.offs.iter().zip(self.wp.chunks_exact(B)) {
+        for (&off, &wo) in self.offs.iter().zip(self.woffs) {
+            let wk = &self.w[wo..];
             let s = &self.buf[p0 + off..][..width];
             let mut x = [splat(0.0); V];
             for (v, xv) in x.iter_mut().enumerate() {
                 *xv = load(&s[8 * v..]);
             }
-            for (a, &wv) in acc.iter_mut().zip(wk) {
-                let wv = splat(wv);
+            for (o, a) in acc.iter_mut().enumerate() {
+                let wv = splat(wk[o * self.ostride]);
                 for (av, &xv) in a.iter_mut().zip(&x) {
                     *av = fma(wv, xv, *av);
                 }
@@ -345,7 +340,7 @@ pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
         cout,
         bias: Some(b),
     };
-    c.run(x, w, y, |grp, o, i, t| ((grp * cout + o) * cin + i) * taps + t)
+    c.run(x, w, y, cin * taps, |grp, i, t| (grp * cout * cin + i) * taps + t)
 }
 
 /// `gx += conv_transpose(gy, w)` for stride 1 and padding at most the kernel's reach:
@@ -373,8 +368,8 @@ pub(crate) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mu
         bias: None,
     };
     // Output channel `o` of this correlation is input channel `o` of the convolution.
-    c.run(gy, w, gx, |grp, o, i, t| {
-        ((grp * cout + i) * cin + o) * taps + (taps - 1 - t)
+    c.run(gy, w, gx, taps, |grp, i, t| {
+        (grp * cout + i) * cin * taps + (taps - 1 - t)
     })
 }
 

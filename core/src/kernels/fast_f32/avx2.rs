@@ -6,10 +6,10 @@
 //! - The kernels in `strip.rs` are `#[target_feature(enable = "avx2,fma")]` functions;
 //!   calling one is `unsafe` because it is undefined behaviour on a CPU without those
 //!   features. The entry points here make that call only after [`available`] said yes.
-//! - The 8-lane vector helpers ([`load`], [`store`], [`splat`], [`fma`]) wrap the
+//! - The 8-lane vector helpers (`load`, `store`, `splat`, `fma`) wrap the
 //!   intrinsics; loads and stores go through bounds-checked slices first, so the raw
 //!   pointer they take always points at 8 valid words.
-//! - Rust does not contract `a * b + c` into an FMA instruction: [`fma`] asks for
+//! - Rust does not contract `a * b + c` into an FMA instruction: `fma` asks for
 //!   `vfmadd` explicitly.
 #![allow(unsafe_code)]
 

@@ -13,7 +13,7 @@
 //!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
 //!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
 //! - No heap, no arena workspace: stack buffers only (portable: at most
-//!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 104 KiB).
+//!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
 //!   cover, and every path is tested against the generic kernels on random shapes
 //!   (`tests.rs`), the AVX2 one whenever the CPU has it.

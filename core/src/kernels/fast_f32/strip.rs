@@ -17,8 +17,8 @@
 //! - Only stride 1 (every backward-input the portable kernels also tile); anything else,
 //!   or planes larger than the stack buffers, answers `false` and the caller falls back.
 //! - Workspace on the stack only, never the arena: forward and backward-input 32 KiB of
-//!   planes + 16 KiB of offsets; backward-weight 32 KiB of planes + 2 x 32 KiB of
-//!   transposed gradients + 8 KiB of offsets (104 KiB at most).
+//!   planes + 8 KiB of offsets; backward-weight 32 KiB of planes + 2 x 32 KiB of
+//!   transposed gradients + 4 KiB of offsets (100 KiB at most).
 
 use super::avx2::{fma, load, splat, store};
 use crate::kernels::conv::ConvGeom;
@@ -28,7 +28,7 @@ pub(super) const PLANE_WORDS: usize = 8192;
 /// Words of each transposed buffer of backward-weight (`gyT` and `gwT`).
 pub(super) const T_WORDS: usize = 8192;
 /// (input channel, tap) pairs per pass.
-pub(super) const MAX_K: usize = 1024;
+pub(super) const MAX_K: usize = 512;
 /// Output channels per forward tile.
 pub(super) const OB: usize = 4;
 

@@ -6,11 +6,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bash .ci/install.sh rust
 
-echo "--- kernels vs generic, default build (SSE2 on x86_64)"
+# The default build tests every path against the generic kernels: the dispatching entry
+# points, the portable tiled kernels (SSE2 here) and, when this CPU has AVX2 + FMA, the
+# run-time-dispatched strip kernels called directly (cpuid detection is checked against
+# std's). On a CPU without AVX2/FMA the strip kernels must decline without writing.
+echo "--- kernels vs generic, default build (SSE2 + AVX2/FMA chosen at run time on x86_64)"
 cargo test --release -q -p torchlet --lib kernels::
 
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
-    echo "--- kernels vs generic, AVX2+FMA build (8-lane backward-weight tiles)"
+    echo "--- kernels vs generic, AVX2+FMA build (portable kernels with 8-lane backward-weight tiles)"
     RUSTFLAGS="-C target-feature=+avx2,+fma" CARGO_TARGET_DIR=target/avx2 \
         cargo test --release -q -p torchlet --lib kernels::
 else

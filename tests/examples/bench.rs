@@ -258,9 +258,43 @@ fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
     ]
 }
 
+/// The attainable peak of the kernels this run uses: the FMA loop below when the
+/// kernels dispatch to AVX2 + FMA at run time, else this build's multiply-add loop.
+fn measured_peak_gflops() -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if torchlet::kernels::fast_f32::avx2::available() {
+        // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+        return unsafe { fma_peak_gflops() };
+    }
+    mul_add_peak_gflops()
+}
+
+/// GFLOP/s of 12 independent 8-lane FMA chains (two FMA pipes x a latency of 4-5
+/// cycles need at least 10 in flight); the best of many short blocks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn fma_peak_gflops() -> f64 {
+    use std::arch::x86_64::{_mm256_fmadd_ps, _mm256_set1_ps};
+    let (m, c) = (_mm256_set1_ps(black_box(0.999)), _mm256_set1_ps(black_box(1e-3)));
+    let iters = 20_000usize;
+    let mut best = 0.0f64;
+    for _ in 0..300 {
+        let mut acc = [_mm256_set1_ps(black_box(0.5)); 12];
+        let t = Instant::now();
+        for _ in 0..iters {
+            for a in acc.iter_mut() {
+                *a = _mm256_fmadd_ps(*a, m, c);
+            }
+        }
+        black_box(&acc);
+        best = best.max((iters * 12 * 8 * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
+}
+
 /// GFLOP/s of a loop of independent multiply-adds: this build's attainable peak. The
 /// best of many short blocks, so that time slices lost to other processes do not count.
-fn measured_peak_gflops() -> f64 {
+fn mul_add_peak_gflops() -> f64 {
     let (m, c) = (black_box(0.999_f32), black_box(1e-3_f32));
     let iters = 20_000usize;
     let mut best = 0.0f64;
@@ -299,25 +333,31 @@ fn cpu_info() -> (String, f64, bool) {
 type ConvKernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
 
 fn kernel_table(peak: f64, quick: bool) {
+    use torchlet::kernels::fast_f32::conv as fast;
     let fwd_generic: ConvKernel = |g, x, w, y| conv::conv2d_forward(g, x, w, None, y);
+    let fwd_portable: ConvKernel = |g, x, w, y| fast::conv2d_forward_portable(g, x, w, None, y);
     let fwd_f32: ConvKernel = |g, x, w, y| f32::conv2d_forward(g, x, w, None, y);
-    let kernels: [(&str, ConvKernel, ConvKernel); 3] = [
-        ("forward", fwd_generic, fwd_f32),
+    // Generic, portable tiled (this build's SIMD), and what `f32` uses (AVX2 + FMA
+    // when the CPU has it).
+    let kernels: [(&str, ConvKernel, ConvKernel, ConvKernel); 3] = [
+        ("forward", fwd_generic, fwd_portable, fwd_f32),
         (
             "backward-input",
             conv::conv2d_backward_input,
+            fast::conv2d_backward_input_portable,
             f32::conv2d_backward_input,
         ),
         (
             "backward-weight",
             conv::conv2d_backward_weight,
+            fast::conv2d_backward_weight_portable,
             f32::conv2d_backward_weight,
         ),
     ];
     println!("\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)");
     println!(
-        "{:<20} {:>5} {:<16} {:>10} {:>8} {:>10} {:>8} {:>8}",
-        "layer", "batch", "kernel", "generic", "%peak", "f32", "%peak", "speedup"
+        "{:<20} {:>5} {:<16} {:>8} {:>7} {:>9} {:>7} {:>8} {:>7} {:>8}",
+        "layer", "batch", "kernel", "generic", "%peak", "portable", "%peak", "f32", "%peak", "speedup"
     );
     for n in [1usize, 32] {
         for (name, g) in w1_convs(n) {
@@ -336,7 +376,7 @@ fn kernel_table(peak: f64, quick: bool) {
             } else {
                 (20_000_000.0 / flops).clamp(20.0, 5000.0) as usize
             };
-            for (kname, generic, special) in kernels {
+            for (kname, generic, portable, special) in kernels {
                 let run = |k: ConvKernel| {
                     let (a, b, mut out) = match kname {
                         "forward" => (&x, &wt, vec![0.0f32; gy.len()]),
@@ -346,14 +386,16 @@ fn kernel_table(peak: f64, quick: bool) {
                     let us = median_us(iters, || k(&g, black_box(a), black_box(b), black_box(&mut out))).cpu;
                     flops / us / 1e3
                 };
-                let (gg, gs) = (run(generic), run(special));
+                let (gg, gp, gs) = (run(generic), run(portable), run(special));
                 println!(
-                    "{:<20} {:>5} {:<16} {:>10.2} {:>7.1}% {:>10.2} {:>7.1}% {:>7.1}x",
+                    "{:<20} {:>5} {:<16} {:>8.2} {:>6.1}% {:>9.2} {:>6.1}% {:>8.2} {:>6.1}% {:>7.1}x",
                     name,
                     n,
                     kname,
                     gg,
                     100.0 * gg / peak,
+                    gp,
+                    100.0 * gp / peak,
                     gs,
                     100.0 * gs / peak,
                     gs / gg
@@ -392,9 +434,18 @@ fn main() {
     } else {
         "SSE2 (default)"
     };
-    println!("machine: {model}, {ghz:.3} GHz, 1 thread; build SIMD: {simd}");
+    #[cfg(target_arch = "x86_64")]
+    let dispatch = torchlet::kernels::fast_f32::avx2::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let dispatch = false;
+    let kernels = if dispatch {
+        "AVX2+FMA (chosen at run time)"
+    } else {
+        "this build's SIMD"
+    };
+    println!("machine: {model}, {ghz:.3} GHz, 1 thread; build SIMD: {simd}; conv kernels: {kernels}");
     let peak = measured_peak_gflops();
-    print!("peak: measured {peak:.1} GFLOP/s (independent multiply-adds, this build)");
+    print!("peak: measured {peak:.1} GFLOP/s (independent multiply-adds of the kernels' instruction set)");
     if wide {
         println!(
             "; nominal {:.1} GFLOP/s ({ghz:.2} GHz x 32 FLOP/cycle, AVX2 FMA x2)",

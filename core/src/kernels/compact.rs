@@ -122,18 +122,31 @@ fn max_pool_2x2_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut 
             let r0 = 2 * oy * g.w;
             let (top, bottom) = (&xp[r0..][..2 * g.ow], &xp[r0 + g.w..][..2 * g.ow]);
             let yr = &mut y[p * op + oy * g.ow..][..g.ow];
-            for ((yv, t), b) in yr.iter_mut().zip(top.chunks_exact(2)).zip(bottom.chunks_exact(2)) {
-                let mut best = (t[0], 0);
-                best = first_max(best, t[1], 1);
-                best = first_max(best, b[0], 2);
-                best = first_max(best, b[1], 3);
-                *yv = best.0;
+            // Winners of 16 outputs first (a loop the compiler vectorises), then their
+            // positions packed into the running word.
+            for ((yc, tc), bc) in yr.chunks_mut(16).zip(top.chunks(32)).zip(bottom.chunks(32)) {
+                let mut ats = [0u32; 16];
+                for (((yv, at), t), b) in yc
+                    .iter_mut()
+                    .zip(ats.iter_mut())
+                    .zip(tc.chunks_exact(2))
+                    .zip(bc.chunks_exact(2))
+                {
+                    let mut best = (t[0], 0);
+                    best = first_max(best, t[1], 1);
+                    best = first_max(best, b[0], 2);
+                    best = first_max(best, b[1], 3);
+                    *yv = best.0;
+                    *at = best.1;
+                }
                 if keep {
-                    word |= best.1 << (8 * fill);
-                    fill += 1;
-                    if fill == 4 {
-                        idx[out_w] = S::from_bits(word);
-                        (word, fill, out_w) = (0, 0, out_w + 1);
+                    for &at in &ats[..yc.len()] {
+                        word |= at << (8 * fill);
+                        fill += 1;
+                        if fill == 4 {
+                            idx[out_w] = S::from_bits(word);
+                            (word, fill, out_w) = (0, 0, out_w + 1);
+                        }
                     }
                 }
             }

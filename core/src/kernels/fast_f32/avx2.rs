@@ -6,14 +6,14 @@
 //! - The kernels in `strip.rs` are `#[target_feature(enable = "avx2,fma")]` functions;
 //!   calling one is `unsafe` because it is undefined behaviour on a CPU without those
 //!   features. The entry points here make that call only after [`available`] said yes.
-//! - The 8-lane vector helpers ([`load`], [`store`], [`splat`], [`fma`]) wrap the
+//! - The 8-lane vector helpers (`load`, `store`, `splat`, `fma`) wrap the
 //!   intrinsics; loads and stores go through bounds-checked slices first, so the raw
 //!   pointer they take always points at 8 valid words.
-//! - Rust does not contract `a * b + c` into an FMA instruction: [`fma`] asks for
+//! - Rust does not contract `a * b + c` into an FMA instruction: `fma` asks for
 //!   `vfmadd` explicitly.
 #![allow(unsafe_code)]
 
-use super::strip;
+use super::{strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{
     __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps,
@@ -78,7 +78,7 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
 /// `gw += correlate(gy, x)` with AVX2 + FMA; `false` as [`conv2d_forward`].
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
-    available() && unsafe { strip::conv2d_backward_weight(g, gy, x, gw) }
+    available() && unsafe { strip_weight::conv2d_backward_weight(g, gy, x, gw) }
 }
 
 /// Eight `f32` lanes in one `ymm` register.

@@ -2,13 +2,21 @@
 //! [`Scalar`](crate::Scalar) on hosts and in wasm (see `scalar.rs` for where).
 //!
 //! - [`conv`]: register-tiled direct convolution over zero-padded stack copies of a
-//!   few planes (`planes.rs`), forward and backward-input; [`weight`]: backward-weight.
-//! - Plain safe Rust over fixed-size `[f32; 8]` arrays, which LLVM turns into SSE2 (the
-//!   x86_64 baseline), AVX/AVX2 with `-C target-cpu=native`, or wasm `simd128` when that
-//!   target feature is on; no `unsafe`, no heap, no arena workspace (stack only, at most
-//!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words).
-//! - Every kernel falls back to the generic one for shapes it does not cover, and is
-//!   tested against it on random shapes (`tests.rs`).
+//!   few planes (`planes.rs`), forward and backward-input; [`weight`]: backward-weight;
+//!   [`bias`]: the bias gradient with lane-wise partial sums. Plain safe Rust over
+//!   fixed-size `[f32; 8]` arrays, which LLVM turns into SSE2 (the x86_64 baseline),
+//!   AVX/AVX2 with `-C target-cpu=native`, or wasm `simd128` when that target feature
+//!   is on ("portable" kernels).
+//! - On x86_64 the entry points first try the AVX2 + FMA kernels of `strip.rs`, chosen
+//!   at run time ([`avx2::available`] asks `cpuid` once), so a default build uses them
+//!   on any CPU that has them: stride-1 convolutions as implicit matrix products with
+//!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
+//!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
+//! - No heap, no arena workspace: stack buffers only (portable: at most
+//!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB).
+//! - Every kernel falls back to the portable or generic one for shapes it does not
+//!   cover, and every path is tested against the generic kernels on random shapes
+//!   (`tests.rs`), the AVX2 one whenever the CPU has it.
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -17,6 +25,8 @@ pub mod conv;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod strip;
+#[cfg(target_arch = "x86_64")]
+mod strip_weight;
 pub mod weight;
 
 #[cfg(test)]

@@ -7,42 +7,42 @@
 //!   small planes (7x7) still fill whole 8-lane vectors and tiles can be 24 wide.
 //! - Forward and backward-input: a tile is `B <= 4` output channels x `8 * V <= 24`
 //!   positions (12 `ymm` accumulators); per (input channel, tap) it loads `V` vectors of
-//!   the strip and broadcasts `B` packed weights into `B * V` FMAs.
+//!   the strip and broadcasts `B` weights, read in place, into `B * V` FMAs.
 //! - Backward-weight vectorises over output channels instead: the output gradient is
 //!   transposed into `gyT[p][oc]` (zeros at dropped positions and padding channels), and
 //!   a tile is `R` (input channel, tap) rows x `8 * V` output channels, summed over every
 //!   position of every sample with one broadcast input word per row: no horizontal sums.
+//!   With few rows (W1's first layer: 1 channel x 9 taps) the transposition would cost
+//!   more than it saves, and tiles run along positions instead (`weight_by_position`).
 //! - Only stride 1 (every backward-input the portable kernels also tile); anything else,
 //!   or planes larger than the stack buffers, answers `false` and the caller falls back.
 //! - Workspace on the stack only, never the arena: forward and backward-input 32 KiB of
-//!   planes + 32 KiB of packed weights + 8 KiB of offsets; backward-weight 32 KiB of
-//!   planes + 2 x 32 KiB of transposed gradients + 8 KiB of offsets (104 KiB at most).
+//!   planes + 8 KiB of offsets; backward-weight 32 KiB of planes + 2 x 32 KiB of
+//!   transposed gradients + 4 KiB of offsets (100 KiB at most).
 
-use super::avx2::{fma, load, splat, store, F8};
+use super::avx2::{fma, load, splat, store};
 use crate::kernels::conv::ConvGeom;
 
 /// Words of the stack buffer holding padded planes.
-const PLANE_WORDS: usize = 8192;
-/// Words of the packed weights (forward, backward-input).
-const PACK_WORDS: usize = 8192;
+pub(super) const PLANE_WORDS: usize = 8192;
 /// Words of each transposed buffer of backward-weight (`gyT` and `gwT`).
-const T_WORDS: usize = 8192;
+pub(super) const T_WORDS: usize = 8192;
 /// (input channel, tap) pairs per pass.
-const MAX_K: usize = 1024;
+pub(super) const MAX_K: usize = 512;
 /// Output channels per forward tile.
-const OB: usize = 4;
+pub(super) const OB: usize = 4;
 
 /// Layout of padded planes read as strips (all sizes in words).
 #[derive(Clone, Copy, Debug)]
-struct Strip {
+pub(super) struct Strip {
     src: [usize; 2],
     pad: [usize; 2],
     /// Words per padded row.
-    row: usize,
+    pub(super) row: usize,
     /// Strip positions: output rows x `row`.
-    len: usize,
+    pub(super) len: usize,
     /// Words per channel: the padded plane plus the slack that tiles read past it.
-    chan: usize,
+    pub(super) chan: usize,
     /// Output rows and columns.
     out: [usize; 2],
 }
@@ -50,7 +50,7 @@ struct Strip {
 impl Strip {
     /// The layout for stride-1 `k` kernels reading `src` planes; `None` if `out` is not
     /// the stride-1 output size or a size overflows.
-    fn new(
+    pub(super) fn new(
         src: [usize; 2],
         pad: [usize; 2],
         k: [usize; 2],
@@ -80,7 +80,7 @@ impl Strip {
     }
 
     /// Offsets of every (input channel, tap) of `nin` channels, channel-major.
-    fn offsets(&self, nin: usize, k: [usize; 2], dil: [usize; 2], offs: &mut [usize; MAX_K]) {
+    pub(super) fn offsets(&self, nin: usize, k: [usize; 2], dil: [usize; 2], offs: &mut [usize; MAX_K]) {
         let taps = k[0] * k[1];
         for i in 0..nin {
             for ky in 0..k[0] {
@@ -92,7 +92,7 @@ impl Strip {
     }
 
     /// Copies `count` consecutive source planes into `buf`, zero-padded.
-    fn fill(&self, buf: &mut [f32], src: &[f32], count: usize) {
+    pub(super) fn fill(&self, buf: &mut [f32], src: &[f32], count: usize) {
         let buf = &mut buf[..count * self.chan];
         buf.fill(0.0);
         let [h, w] = self.src;
@@ -126,7 +126,7 @@ impl Strip {
 /// `dst.copy_from_slice(&src[..dst.len()])` in fixed-size moves: the runs here are a
 /// few words long, too short for a `memmove` call to pay off.
 #[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
+pub(super) fn copy_short(dst: &mut [f32], src: &[f32]) {
     let n = dst.len();
     let src = &src[..n];
     let mut k = 0;
@@ -172,20 +172,18 @@ impl Corr<'_> {
         src: &[f32],
         w: &[f32],
         out: &mut [f32],
-        wix: impl Fn(usize, usize, usize, usize) -> usize,
+        ostride: usize,
+        wof: impl Fn(usize, usize, usize) -> usize,
     ) -> bool {
         let s = &self.strip;
         let taps = self.k[0] * self.k[1];
-        let chunk = (PLANE_WORDS / s.chan)
-            .min(MAX_K / taps.max(1))
-            .min(PACK_WORDS / (taps * self.cout).max(1))
-            .min(self.cin);
+        let chunk = (PLANE_WORDS / s.chan).min(MAX_K / taps.max(1)).min(self.cin);
         if taps == 0 || chunk == 0 {
             return false;
         }
         let mut buf = [0.0f32; PLANE_WORDS];
-        let mut pack = [0.0f32; PACK_WORDS];
         let mut offs = [0usize; MAX_K];
+        let mut woffs = [0usize; MAX_K];
         let (src_plane, out_plane) = (s.src[0] * s.src[1], s.out[0] * s.out[1]);
         for grp in 0..self.groups {
             let mut c0 = 0;
@@ -193,16 +191,9 @@ impl Corr<'_> {
                 let nin = chunk.min(self.cin - c0);
                 let kk = nin * taps;
                 s.offsets(nin, self.k, self.dil, &mut offs);
-                // Weights of each block of output channels, in the order the tiles read.
-                let mut at = 0;
-                for o0 in (0..self.cout).step_by(OB) {
-                    for i in 0..nin {
-                        for t in 0..taps {
-                            for o in o0..(o0 + OB).min(self.cout) {
-                                pack[at] = w[wix(grp, o, c0 + i, t)];
-                                at += 1;
-                            }
-                        }
+                for i in 0..nin {
+                    for t in 0..taps {
+                        woffs[i * taps + t] = wof(grp, c0 + i, t);
                     }
                 }
                 let bias = self.bias.filter(|_| c0 == 0);
@@ -224,7 +215,9 @@ impl Corr<'_> {
                             strip: s,
                             buf: &buf[..nin * s.chan],
                             offs: &offs[..kk],
-                            wp: &pack[o0 * kk..][..b * kk],
+                            woffs: &woffs[..kk],
+                            w: &w[o0 * ostride..],
+                            ostride,
                             init,
                         };
                         match b {
@@ -247,8 +240,11 @@ struct Tiles<'a> {
     strip: &'a Strip,
     buf: &'a [f32],
     offs: &'a [usize],
-    /// `wp[k * B + o]`.
-    wp: &'a [f32],
+    /// The weight of row `k` and channel `o` of the block is `w[woffs[k] + o * ostride]`
+    /// (read in place: packing them would cost as much as a batch-1 pass).
+    woffs: &'a [usize],
+    w: &'a [f32],
+    ostride: usize,
     init: Init,
 }
 
@@ -294,14 +290,15 @@ impl Tiles<'_> {
                 }
             }
         }
-        for (&off, wk) in self.offs.iter().zip(self.wp.chunks_exact(B)) {
+        for (&off, &wo) in self.offs.iter().zip(self.woffs) {
+            let wk = &self.w[wo..];
             let s = &self.buf[p0 + off..][..width];
             let mut x = [splat(0.0); V];
             for (v, xv) in x.iter_mut().enumerate() {
                 *xv = load(&s[8 * v..]);
             }
-            for (a, &wv) in acc.iter_mut().zip(wk) {
-                let wv = splat(wv);
+            for (o, a) in acc.iter_mut().enumerate() {
+                let wv = splat(wk[o * self.ostride]);
                 for (av, &xv) in a.iter_mut().zip(&x) {
                     *av = fma(wv, xv, *av);
                 }
@@ -345,7 +342,7 @@ pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
         cout,
         bias: Some(b),
     };
-    c.run(x, w, y, |grp, o, i, t| ((grp * cout + o) * cin + i) * taps + t)
+    c.run(x, w, y, cin * taps, |grp, i, t| (grp * cout * cin + i) * taps + t)
 }
 
 /// `gx += conv_transpose(gy, w)` for stride 1 and padding at most the kernel's reach:
@@ -373,288 +370,7 @@ pub(crate) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mu
         bias: None,
     };
     // Output channel `o` of this correlation is input channel `o` of the convolution.
-    c.run(gy, w, gx, |grp, o, i, t| {
-        ((grp * cout + i) * cin + o) * taps + (taps - 1 - t)
+    c.run(gy, w, gx, taps, |grp, i, t| {
+        (grp * cout + i) * cin * taps + (taps - 1 - t)
     })
-}
-
-/// `gw += correlate(gy, x)` for stride 1; `false` (nothing written) for other shapes.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-    if g.stride != [1, 1] {
-        return false;
-    }
-    let k = [g.kh, g.kw];
-    let Some(s) = Strip::new([g.h, g.w], g.pad, k, g.dil, [g.oh, g.ow]) else {
-        return false;
-    };
-    let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
-    if taps == 0 {
-        return false;
-    }
-    if cin * taps < BY_POSITION_BELOW {
-        return weight_by_position(g, &s, gy, x, gw);
-    }
-    let ocp = cout.next_multiple_of(8);
-    if s.len * ocp > T_WORDS {
-        return false;
-    }
-    let chunk = (PLANE_WORDS / s.chan)
-        .min(MAX_K / taps)
-        .min(T_WORDS / (taps * ocp))
-        .min(cin);
-    if chunk == 0 {
-        return false;
-    }
-    let mut buf = [0.0f32; PLANE_WORDS];
-    let mut gyt = [0.0f32; T_WORDS];
-    let mut gwt = [0.0f32; T_WORDS];
-    let mut offs = [0usize; MAX_K];
-    let (op, ip) = (g.oh * g.ow, g.h * g.w);
-    // Dropped positions and padding channels stay zero: only kept ones are written.
-    let gyt = &mut gyt[..s.len * ocp];
-    for grp in 0..g.groups {
-        let mut c0 = 0;
-        while c0 < cin {
-            let nin = chunk.min(cin - c0);
-            let kk = nin * taps;
-            s.offsets(nin, k, g.dil, &mut offs);
-            let gwt = &mut gwt[..kk * ocp];
-            gwt.fill(0.0);
-            for n in 0..g.n {
-                s.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
-                for oc in 0..cout {
-                    let src = &gy[(n * g.c_out + grp * cout + oc) * op..][..op];
-                    for (oy, r) in src.chunks_exact(g.ow).enumerate() {
-                        for (ox, &v) in r.iter().enumerate() {
-                            gyt[(oy * s.row + ox) * ocp + oc] = v;
-                        }
-                    }
-                }
-                let d = Dots {
-                    buf: &buf[..nin * s.chan],
-                    gyt,
-                    ocp,
-                    len: s.len,
-                };
-                let mut ob = 0;
-                while ob < ocp {
-                    ob += if ocp - ob >= 16 {
-                        d.rows::<2>(&offs[..kk], ob, gwt)
-                    } else {
-                        d.rows::<1>(&offs[..kk], ob, gwt)
-                    };
-                }
-            }
-            for oc in 0..cout {
-                let at = ((grp * cout + oc) * cin + c0) * taps;
-                for (k, dst) in gw[at..][..kk].iter_mut().enumerate() {
-                    *dst += gwt[k * ocp + oc];
-                }
-            }
-            c0 += nin;
-        }
-    }
-    true
-}
-
-/// Backward-weight with fewer (input channel, tap) rows than this per group uses
-/// [`weight_by_position`]: transposing `gy` costs more than the few products per
-/// element it feeds (W1's first layer has 9 rows).
-const BY_POSITION_BELOW: usize = 32;
-
-/// Backward-weight for few rows: vectors run along strip positions, a tile is `B`
-/// output channels x `T` (input channel, tap) rows of 8-lane partial sums over one
-/// sample's strip, summed across lanes at the end. `gy` planes are copied into strips
-/// (zeros at dropped positions), no transposition.
-#[target_feature(enable = "avx2,fma")]
-fn weight_by_position(g: &ConvGeom, s: &Strip, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-    let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
-    let stride = s.len.next_multiple_of(8);
-    let chunk = (PLANE_WORDS / s.chan).min(MAX_K / taps).min(cin);
-    if chunk == 0 || OB * stride > T_WORDS {
-        return false;
-    }
-    let mut buf = [0.0f32; PLANE_WORDS];
-    let mut gys = [0.0f32; T_WORDS];
-    let mut offs = [0usize; MAX_K];
-    let (op, ip) = (g.oh * g.ow, g.h * g.w);
-    for grp in 0..g.groups {
-        let mut c0 = 0;
-        while c0 < cin {
-            let nin = chunk.min(cin - c0);
-            let kk = nin * taps;
-            s.offsets(nin, [g.kh, g.kw], g.dil, &mut offs);
-            for n in 0..g.n {
-                s.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
-                for o0 in (0..cout).step_by(OB) {
-                    let b = OB.min(cout - o0);
-                    let oc = grp * cout + o0;
-                    let src = &gy[(n * g.c_out + oc) * op..][..b * op];
-                    // Kept positions only: the rest stays zero from the start.
-                    for (o, plane) in src.chunks_exact(op).enumerate() {
-                        for (oy, r) in plane.chunks_exact(g.ow).enumerate() {
-                            copy_short(&mut gys[o * stride + oy * s.row..][..g.ow], r);
-                        }
-                    }
-                    let d = Lanes {
-                        buf: &buf[..nin * s.chan],
-                        gys: &gys[..b * stride],
-                        stride,
-                    };
-                    let mut k0 = 0;
-                    while k0 < kk {
-                        let t = if kk - k0 >= 3 { 3 } else { 1 };
-                        let o = &offs[k0..];
-                        let sums = match (b, t) {
-                            (OB, 3) => d.tile::<OB, 3>(o),
-                            (OB, _) => d.tile::<OB, 1>(o),
-                            (_, 3) => d.tile::<1, 3>(o),
-                            _ => d.tile::<1, 1>(o),
-                        };
-                        let step = if b == OB { OB } else { 1 };
-                        for (i, row) in sums.iter().enumerate().take(step) {
-                            let at = ((oc + i) * cin + c0) * taps + k0;
-                            for (dst, v) in gw[at..][..t].iter_mut().zip(row) {
-                                *dst += v;
-                            }
-                        }
-                        k0 += t;
-                    }
-                    // Channels of a short last block one at a time.
-                    if b != OB {
-                        for i in 1..b {
-                            let d = Lanes {
-                                buf: &buf[..nin * s.chan],
-                                gys: &gys[i * stride..][..stride],
-                                stride,
-                            };
-                            for (k, &off) in offs[..kk].iter().enumerate() {
-                                let v = d.tile::<1, 1>(&[off]);
-                                gw[((oc + i) * cin + c0) * taps + k] += v[0][0];
-                            }
-                        }
-                    }
-                }
-            }
-            c0 += nin;
-        }
-    }
-    true
-}
-
-/// Position-vector tiles of [`weight_by_position`].
-struct Lanes<'a> {
-    buf: &'a [f32],
-    /// Output-gradient strips, `stride` words apart.
-    gys: &'a [f32],
-    stride: usize,
-}
-
-impl Lanes<'_> {
-    /// `sums[o][t] = sum_p gys[o][p] * buf[offs[t] + p]` for `B` channels, `T` rows.
-    #[target_feature(enable = "avx2,fma")]
-    fn tile<const B: usize, const T: usize>(&self, offs: &[usize]) -> [[f32; 3]; OB] {
-        let len = self.stride;
-        let mut acc = [[splat(0.0); T]; B];
-        let mut xs: [&[f32]; T] = [&[]; T];
-        for (x, &off) in xs.iter_mut().zip(offs) {
-            *x = &self.buf[off..][..len];
-        }
-        let mut gs: [&[f32]; B] = [&[]; B];
-        for (o, gsl) in gs.iter_mut().enumerate() {
-            *gsl = &self.gys[o * self.stride..][..len];
-        }
-        let mut p = 0;
-        while p < len {
-            let mut xv = [splat(0.0); T];
-            for (v, x) in xv.iter_mut().zip(&xs) {
-                *v = load(&x[p..]);
-            }
-            for (a, gsl) in acc.iter_mut().zip(&gs) {
-                let gv = load(&gsl[p..]);
-                for (av, &x) in a.iter_mut().zip(&xv) {
-                    *av = fma(gv, x, *av);
-                }
-            }
-            p += 8;
-        }
-        let mut sums = [[0.0f32; 3]; OB];
-        let mut tmp = [0.0f32; 8];
-        for (srow, a) in sums.iter_mut().zip(&acc) {
-            for (s, &av) in srow.iter_mut().zip(a) {
-                store(av, &mut tmp);
-                *s = tmp.iter().sum();
-            }
-        }
-        sums
-    }
-}
-
-/// Backward-weight tiles over one sample: `gwT[k][oc] += sum_p x[offs[k] + p] * gyT[p][oc]`.
-struct Dots<'a> {
-    buf: &'a [f32],
-    gyt: &'a [f32],
-    /// Output channels per `gyT` row (a multiple of 8).
-    ocp: usize,
-    len: usize,
-}
-
-impl Dots<'_> {
-    /// Every row for the `8 * V` output channels from `ob`; returns `8 * V`.
-    #[target_feature(enable = "avx2,fma")]
-    fn rows<const V: usize>(&self, offs: &[usize], ob: usize, gwt: &mut [f32]) -> usize {
-        // 12 accumulators: 6 rows x 2 vectors or 12 rows x 1.
-        let most = 12 / V;
-        let mut k0 = 0;
-        while k0 < offs.len() {
-            let r = most.min(offs.len() - k0);
-            let (o, g) = (&offs[k0..], &mut gwt[k0 * self.ocp..]);
-            match r {
-                12 => self.tile::<12, V>(o, ob, g),
-                11 => self.tile::<11, V>(o, ob, g),
-                10 => self.tile::<10, V>(o, ob, g),
-                9 => self.tile::<9, V>(o, ob, g),
-                8 => self.tile::<8, V>(o, ob, g),
-                7 => self.tile::<7, V>(o, ob, g),
-                6 => self.tile::<6, V>(o, ob, g),
-                5 => self.tile::<5, V>(o, ob, g),
-                4 => self.tile::<4, V>(o, ob, g),
-                3 => self.tile::<3, V>(o, ob, g),
-                2 => self.tile::<2, V>(o, ob, g),
-                _ => self.tile::<1, V>(o, ob, g),
-            }
-            k0 += r;
-        }
-        8 * V
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    fn tile<const R: usize, const V: usize>(&self, offs: &[usize], ob: usize, gwt: &mut [f32]) {
-        let mut acc = [[splat(0.0); V]; R];
-        let mut xr: [&[f32]; R] = [&[]; R];
-        for (r, (a, x)) in acc.iter_mut().zip(xr.iter_mut()).enumerate() {
-            for (v, av) in a.iter_mut().enumerate() {
-                *av = load(&gwt[r * self.ocp + ob + 8 * v..]);
-            }
-            *x = &self.buf[offs[r]..][..self.len];
-        }
-        for (p, grow) in self.gyt.chunks_exact(self.ocp).enumerate() {
-            let mut gv: [F8; V] = [splat(0.0); V];
-            for (v, g) in gv.iter_mut().enumerate() {
-                *g = load(&grow[ob + 8 * v..]);
-            }
-            for (a, x) in acc.iter_mut().zip(&xr) {
-                let xs = splat(x[p]);
-                for (av, &g) in a.iter_mut().zip(&gv) {
-                    *av = fma(xs, g, *av);
-                }
-            }
-        }
-        for (r, a) in acc.iter().enumerate() {
-            for (v, &av) in a.iter().enumerate() {
-                store(av, &mut gwt[r * self.ocp + ob + 8 * v..]);
-            }
-        }
-    }
 }

@@ -1,0 +1,296 @@
+//! Backward-weight of the AVX2 + FMA strip kernels (`strip.rs`): `gw += correlate(gy, x)`
+//! for stride-1 convolutions.
+//!
+//! - Many (input channel, tap) rows: vectors run over output channels. The output
+//!   gradient is transposed into `gyT[p][oc]` (zeros at dropped strip positions and
+//!   padding channels); a tile is `R` rows x `8 * V` channels (12 accumulators), summed
+//!   over every position with one broadcast input word per row, and over every sample
+//!   in `gwT` before it is added to `gw`: no horizontal sums.
+//! - Few rows (W1's first layer: 1 channel x 9 taps): transposing costs more than the
+//!   few products per element it feeds, so tiles run along positions instead: `B`
+//!   channels x `T` rows of 8-lane partial sums over a sample's strip.
+
+use super::avx2::{fma, load, splat, store, F8};
+use super::strip::{copy_short, Strip, MAX_K, OB, PLANE_WORDS, T_WORDS};
+use crate::kernels::conv::ConvGeom;
+
+/// `gw += correlate(gy, x)` for stride 1; `false` (nothing written) for other shapes.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    if g.stride != [1, 1] {
+        return false;
+    }
+    let k = [g.kh, g.kw];
+    let Some(s) = Strip::new([g.h, g.w], g.pad, k, g.dil, [g.oh, g.ow]) else {
+        return false;
+    };
+    let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
+    if taps == 0 {
+        return false;
+    }
+    if cin * taps < BY_POSITION_BELOW {
+        return weight_by_position(g, &s, gy, x, gw);
+    }
+    let ocp = cout.next_multiple_of(8);
+    if s.len * ocp > T_WORDS {
+        return false;
+    }
+    let chunk = (PLANE_WORDS / s.chan)
+        .min(MAX_K / taps)
+        .min(T_WORDS / (taps * ocp))
+        .min(cin);
+    if chunk == 0 {
+        return false;
+    }
+    let mut buf = [0.0f32; PLANE_WORDS];
+    let mut gyt = [0.0f32; T_WORDS];
+    let mut gwt = [0.0f32; T_WORDS];
+    let mut offs = [0usize; MAX_K];
+    let (op, ip) = (g.oh * g.ow, g.h * g.w);
+    // Dropped positions and padding channels stay zero: only kept ones are written.
+    let gyt = &mut gyt[..s.len * ocp];
+    for grp in 0..g.groups {
+        let mut c0 = 0;
+        while c0 < cin {
+            let nin = chunk.min(cin - c0);
+            let kk = nin * taps;
+            s.offsets(nin, k, g.dil, &mut offs);
+            let gwt = &mut gwt[..kk * ocp];
+            gwt.fill(0.0);
+            for n in 0..g.n {
+                s.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
+                for oc in 0..cout {
+                    let src = &gy[(n * g.c_out + grp * cout + oc) * op..][..op];
+                    for (oy, r) in src.chunks_exact(g.ow).enumerate() {
+                        for (ox, &v) in r.iter().enumerate() {
+                            gyt[(oy * s.row + ox) * ocp + oc] = v;
+                        }
+                    }
+                }
+                let d = Dots {
+                    buf: &buf[..nin * s.chan],
+                    gyt,
+                    ocp,
+                    len: s.len,
+                };
+                let mut ob = 0;
+                while ob < ocp {
+                    ob += if ocp - ob >= 16 {
+                        d.rows::<2>(&offs[..kk], ob, gwt)
+                    } else {
+                        d.rows::<1>(&offs[..kk], ob, gwt)
+                    };
+                }
+            }
+            for oc in 0..cout {
+                let at = ((grp * cout + oc) * cin + c0) * taps;
+                for (k, dst) in gw[at..][..kk].iter_mut().enumerate() {
+                    *dst += gwt[k * ocp + oc];
+                }
+            }
+            c0 += nin;
+        }
+    }
+    true
+}
+
+/// Backward-weight with fewer (input channel, tap) rows than this per group uses
+/// [`weight_by_position`]: transposing `gy` costs more than the few products per
+/// element it feeds (W1's first layer has 9 rows).
+const BY_POSITION_BELOW: usize = 32;
+
+/// Backward-weight for few rows: vectors run along strip positions, a tile is `B`
+/// output channels x `T` (input channel, tap) rows of 8-lane partial sums over one
+/// sample's strip, summed across lanes at the end. `gy` planes are copied into strips
+/// (zeros at dropped positions), no transposition.
+#[target_feature(enable = "avx2,fma")]
+fn weight_by_position(g: &ConvGeom, s: &Strip, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
+    let stride = s.len.next_multiple_of(8);
+    let chunk = (PLANE_WORDS / s.chan).min(MAX_K / taps).min(cin);
+    if chunk == 0 || OB * stride > T_WORDS {
+        return false;
+    }
+    let mut buf = [0.0f32; PLANE_WORDS];
+    let mut gys = [0.0f32; T_WORDS];
+    let mut offs = [0usize; MAX_K];
+    let (op, ip) = (g.oh * g.ow, g.h * g.w);
+    for grp in 0..g.groups {
+        let mut c0 = 0;
+        while c0 < cin {
+            let nin = chunk.min(cin - c0);
+            let kk = nin * taps;
+            s.offsets(nin, [g.kh, g.kw], g.dil, &mut offs);
+            for n in 0..g.n {
+                s.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
+                for o0 in (0..cout).step_by(OB) {
+                    let b = OB.min(cout - o0);
+                    let oc = grp * cout + o0;
+                    let src = &gy[(n * g.c_out + oc) * op..][..b * op];
+                    // Kept positions only: the rest stays zero from the start.
+                    for (o, plane) in src.chunks_exact(op).enumerate() {
+                        for (oy, r) in plane.chunks_exact(g.ow).enumerate() {
+                            copy_short(&mut gys[o * stride + oy * s.row..][..g.ow], r);
+                        }
+                    }
+                    let d = Lanes {
+                        buf: &buf[..nin * s.chan],
+                        gys: &gys[..b * stride],
+                        stride,
+                    };
+                    let mut k0 = 0;
+                    while k0 < kk {
+                        let t = if kk - k0 >= 3 { 3 } else { 1 };
+                        let o = &offs[k0..];
+                        let sums = match (b, t) {
+                            (OB, 3) => d.tile::<OB, 3>(o),
+                            (OB, _) => d.tile::<OB, 1>(o),
+                            (_, 3) => d.tile::<1, 3>(o),
+                            _ => d.tile::<1, 1>(o),
+                        };
+                        let step = if b == OB { OB } else { 1 };
+                        for (i, row) in sums.iter().enumerate().take(step) {
+                            let at = ((oc + i) * cin + c0) * taps + k0;
+                            for (dst, v) in gw[at..][..t].iter_mut().zip(row) {
+                                *dst += v;
+                            }
+                        }
+                        k0 += t;
+                    }
+                    // Channels of a short last block one at a time.
+                    if b != OB {
+                        for i in 1..b {
+                            let d = Lanes {
+                                buf: &buf[..nin * s.chan],
+                                gys: &gys[i * stride..][..stride],
+                                stride,
+                            };
+                            for (k, &off) in offs[..kk].iter().enumerate() {
+                                let v = d.tile::<1, 1>(&[off]);
+                                gw[((oc + i) * cin + c0) * taps + k] += v[0][0];
+                            }
+                        }
+                    }
+                }
+            }
+            c0 += nin;
+        }
+    }
+    true
+}
+
+/// Position-vector tiles of [`weight_by_position`].
+struct Lanes<'a> {
+    buf: &'a [f32],
+    /// Output-gradient strips, `stride` words apart.
+    gys: &'a [f32],
+    stride: usize,
+}
+
+impl Lanes<'_> {
+    /// `sums[o][t] = sum_p gys[o][p] * buf[offs[t] + p]` for `B` channels, `T` rows.
+    #[target_feature(enable = "avx2,fma")]
+    fn tile<const B: usize, const T: usize>(&self, offs: &[usize]) -> [[f32; 3]; OB] {
+        let len = self.stride;
+        let mut acc = [[splat(0.0); T]; B];
+        let mut xs: [&[f32]; T] = [&[]; T];
+        for (x, &off) in xs.iter_mut().zip(offs) {
+            *x = &self.buf[off..][..len];
+        }
+        let mut gs: [&[f32]; B] = [&[]; B];
+        for (o, gsl) in gs.iter_mut().enumerate() {
+            *gsl = &self.gys[o * self.stride..][..len];
+        }
+        let mut p = 0;
+        while p < len {
+            let mut xv = [splat(0.0); T];
+            for (v, x) in xv.iter_mut().zip(&xs) {
+                *v = load(&x[p..]);
+            }
+            for (a, gsl) in acc.iter_mut().zip(&gs) {
+                let gv = load(&gsl[p..]);
+                for (av, &x) in a.iter_mut().zip(&xv) {
+                    *av = fma(gv, x, *av);
+                }
+            }
+            p += 8;
+        }
+        let mut sums = [[0.0f32; 3]; OB];
+        let mut tmp = [0.0f32; 8];
+        for (srow, a) in sums.iter_mut().zip(&acc) {
+            for (s, &av) in srow.iter_mut().zip(a) {
+                store(av, &mut tmp);
+                *s = tmp.iter().sum();
+            }
+        }
+        sums
+    }
+}
+
+/// Backward-weight tiles over one sample: `gwT[k][oc] += sum_p x[offs[k] + p] * gyT[p][oc]`.
+struct Dots<'a> {
+    buf: &'a [f32],
+    gyt: &'a [f32],
+    /// Output channels per `gyT` row (a multiple of 8).
+    ocp: usize,
+    len: usize,
+}
+
+impl Dots<'_> {
+    /// Every row for the `8 * V` output channels from `ob`; returns `8 * V`.
+    #[target_feature(enable = "avx2,fma")]
+    fn rows<const V: usize>(&self, offs: &[usize], ob: usize, gwt: &mut [f32]) -> usize {
+        // 12 accumulators: 6 rows x 2 vectors or 12 rows x 1.
+        let most = 12 / V;
+        let mut k0 = 0;
+        while k0 < offs.len() {
+            let r = most.min(offs.len() - k0);
+            let (o, g) = (&offs[k0..], &mut gwt[k0 * self.ocp..]);
+            match r {
+                12 => self.tile::<12, V>(o, ob, g),
+                11 => self.tile::<11, V>(o, ob, g),
+                10 => self.tile::<10, V>(o, ob, g),
+                9 => self.tile::<9, V>(o, ob, g),
+                8 => self.tile::<8, V>(o, ob, g),
+                7 => self.tile::<7, V>(o, ob, g),
+                6 => self.tile::<6, V>(o, ob, g),
+                5 => self.tile::<5, V>(o, ob, g),
+                4 => self.tile::<4, V>(o, ob, g),
+                3 => self.tile::<3, V>(o, ob, g),
+                2 => self.tile::<2, V>(o, ob, g),
+                _ => self.tile::<1, V>(o, ob, g),
+            }
+            k0 += r;
+        }
+        8 * V
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn tile<const R: usize, const V: usize>(&self, offs: &[usize], ob: usize, gwt: &mut [f32]) {
+        let mut acc = [[splat(0.0); V]; R];
+        let mut xr: [&[f32]; R] = [&[]; R];
+        for (r, (a, x)) in acc.iter_mut().zip(xr.iter_mut()).enumerate() {
+            for (v, av) in a.iter_mut().enumerate() {
+                *av = load(&gwt[r * self.ocp + ob + 8 * v..]);
+            }
+            *x = &self.buf[offs[r]..][..self.len];
+        }
+        for (p, grow) in self.gyt.chunks_exact(self.ocp).enumerate() {
+            let mut gv: [F8; V] = [splat(0.0); V];
+            for (v, g) in gv.iter_mut().enumerate() {
+                *g = load(&grow[ob + 8 * v..]);
+            }
+            for (a, x) in acc.iter_mut().zip(&xr) {
+                let xs = splat(x[p]);
+                for (av, &g) in a.iter_mut().zip(&gv) {
+                    *av = fma(xs, g, *av);
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            for (v, &av) in a.iter().enumerate() {
+                store(av, &mut gwt[r * self.ocp + ob + 8 * v..]);
+            }
+        }
+    }
+}

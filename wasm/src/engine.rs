@@ -35,14 +35,28 @@ pub struct Plan {
 }
 
 /// Runs the forward of `layers`, recording each output shape when `shapes` is given.
+/// As `nn::Sequential::forward` does, each intermediate tensor is freed once the next
+/// layer has used it and a ReLU overwrites its input when nothing else needs it, so a
+/// step neither copies ReLU inputs nor keeps activations backward does not read.
 fn forward<const N: usize>(
     g: &mut Graph<'_, f32, N>,
     layers: &[Layer],
-    mut x: Tensor,
+    input: Tensor,
     mut shapes: Option<&mut Vec<PlannedLayer>>,
 ) -> Result<Tensor, Error> {
+    let mut x = input;
     for l in layers {
-        x = l.forward(g, x)?;
+        let owned = x != input;
+        x = match l {
+            Layer::Relu if owned && g.can_overwrite_tensor(x) => g.relu_(x)?,
+            _ => {
+                let y = l.forward(g, x)?;
+                if owned {
+                    g.free(x)?;
+                }
+                y
+            }
+        };
         if let Some(s) = shapes.as_deref_mut() {
             s.push(PlannedLayer {
                 name: layer_name(l),

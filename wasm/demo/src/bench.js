@@ -25,13 +25,13 @@ function data(b, h, w) {
 }
 
 /**
- * Microseconds per call of `step`: after a warm-up of at least 3 calls and 300 ms, the
+ * Microseconds per call of `step`: after a warm-up of at least 3 calls and `warmMs`, the
  * best of 3 rounds, each the mean over at least `minMs` and `minSteps` calls (the best
  * round is the one least disturbed by other work on the machine).
  */
-async function time(step, { minMs = 500, minSteps = 3, rounds = 3 } = {}) {
+async function time(step, { minMs = 500, minSteps = 3, rounds = 3, warmMs = 300 } = {}) {
   const w0 = performance.now();
-  for (let i = 0; i < 3 || performance.now() - w0 < 300; i++) await step();
+  for (let i = 0; i < 3 || performance.now() - w0 < warmMs; i++) await step();
   let best = Infinity, total = 0;
   for (let k = 0; k < rounds; k++) {
     let n = 0;
@@ -103,19 +103,54 @@ function tfW1(tf, patched) {
   };
 }
 
-async function tfCase(tf, patched, b, h, w) {
+/** A TF.js W1 on random data of one case: `step()` trains once, `dispose()` frees. */
+function tfSetup(tf, patched, b, h, w) {
   const { x, labels } = data(b, h, w);
   const xt = tf.tensor4d(x, [b, h, w, 1]);
   const yt = tf.oneHot(tf.tensor1d(Array.from(labels), 'int32'), 10);
   const net = tfW1(tf, patched);
+  const dispose = () => { net.dispose(); xt.dispose(); yt.dispose(); };
   try {
     const loss = net.step(xt, yt);
     if (!Number.isFinite(loss)) throw new Error(`loss ${loss}`);
-    return await time(() => net.step(xt, yt));
+  } catch (e) {
+    dispose();
+    throw e;
+  }
+  return { step: () => net.step(xt, yt), dispose };
+}
+
+async function tfCase(tf, patched, b, h, w) {
+  const net = tfSetup(tf, patched, b, h, w);
+  try {
+    return await time(net.step);
   } finally {
     net.dispose();
-    xt.dispose();
-    yt.dispose();
+  }
+}
+
+/**
+ * Paired timing: rounds of torchlet (SIMD128) and of the patched TF.js wasm backend
+ * alternate, so both see the same load from other work on the machine; each side's
+ * best round is kept. Returns microseconds per step of both.
+ */
+async function pairedCase(tf, b, h, w, pairs = 5) {
+  const { x, labels } = data(b, h, w);
+  const plan = ModelSimd.planW1(0, b, h, w);
+  const m = ModelSimd.w1(0, 0.01, 0, plan.trainBytes);
+  plan.free();
+  const net = tfSetup(tf, true, b, h, w);
+  try {
+    const ours = () => m.trainStep(x, b, h, w, labels);
+    let t = Infinity, f = Infinity;
+    for (let k = 0; k < pairs; k++) {
+      t = Math.min(t, (await time(ours, { rounds: 1, warmMs: 50 })).us);
+      f = Math.min(f, (await time(net.step, { rounds: 1, warmMs: 50 })).us);
+    }
+    return { torchlet: t, tfjs: f };
+  } finally {
+    net.dispose();
+    m.free();
   }
 }
 
@@ -172,6 +207,18 @@ async function run() {
         results.tfjs[label][name(c)] = null;
         log(`${label.padEnd(28)} ${name(c).padEnd(10)} cannot train: ${String(e.message ?? e).slice(0, 120)}`);
       }
+    }
+  }
+  // The headline ratio, robust to the machine's load changing during the run: torchlet
+  // SIMD128 against the patched wasm backend (the fastest TF.js configuration so far),
+  // in alternating rounds.
+  if (results.tfjs['tfjs wasm + customGrad'] && tf.getBackend() === 'wasm') {
+    results.paired = {};
+    for (const c of CASES) {
+      const r = await pairedCase(tf, ...c);
+      results.paired[name(c)] = r;
+      log(`paired ${name(c).padEnd(10)} torchlet simd128 ${r.torchlet.toFixed(0).padStart(7)} us, tfjs wasm + customGrad ` +
+        `${r.tfjs.toFixed(0).padStart(7)} us: TF.js/torchlet ${(r.tfjs / r.torchlet).toFixed(1)}x`);
     }
   }
   // Ratios: the fastest TF.js configuration per case over torchlet (SIMD build).

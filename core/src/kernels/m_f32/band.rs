@@ -5,13 +5,17 @@
 //!   turns that into the contiguous run `phase[(kx*dx) % sx][ox + (kx*dx) / sx ..]`, so a
 //!   tile of neighbouring outputs reads neighbouring words for any stride.
 //! - Padding is real zeros in the copy: the inner loops have no border branches.
-//! - Every phase row has slack up to a multiple of [`TILE_COLS`] outputs plus the
-//!   kernel's reach, so the last (partial) tile of a row reads zeros, never the next row.
+//! - Every phase row has slack up to a multiple of the tile width (`cols`) outputs plus
+//!   the kernel's reach, so the last (partial) tile of a row reads zeros, never the
+//!   next row.
 //! - A band is the padded rows that `band_out` consecutive output rows read, so planes
 //!   of any height fit a fixed stack buffer: the driver walks the output in bands.
 
 /// The widest tile of outputs in a row (the one-channel tiles): rows are padded to it.
 pub(crate) const TILE_COLS: usize = 8;
+
+/// Output rows per band below which [`Band::choose`] rather takes fewer channels.
+const MIN_BAND_ROWS: usize = 4;
 
 /// The layout of the copied band (all sizes in words).
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +35,8 @@ pub(crate) struct Band {
     pub row: usize,
     /// Output rows per band.
     pub band_out: usize,
+    /// Rows a kernel column spans minus one (`(kh - 1) * dil`).
+    pub reach_y: usize,
     /// Words per channel (`rows * row`).
     pub chan: usize,
 }
@@ -38,8 +44,10 @@ pub(crate) struct Band {
 impl Band {
     /// The layout for `src = [h, w]` planes read by a `k = [kh, kw]` kernel with the
     /// given padding, stride and dilation, producing `out = [oh, ow]` outputs, with as
-    /// many output rows per band as one channel's band fits in `words`; `None` when not
-    /// even one output row fits or a size overflows.
+    /// many output rows per band as one channel's band fits in `words`, rows padded for
+    /// tiles of `cols` outputs; `None` when not even one output row fits or a size
+    /// overflows.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         src: [usize; 2],
         pad: [usize; 2],
@@ -48,14 +56,15 @@ impl Band {
         k: [usize; 2],
         out: [usize; 2],
         words: usize,
+        cols: usize,
     ) -> Option<Self> {
         let [h, w] = src;
         let sx = stride[1];
         let data_cols = w.checked_add(pad[1].checked_mul(2)?)?.div_ceil(sx);
         let reach_x = k[1].checked_sub(1)?.checked_mul(dil[1])?;
         let read_cols = out[1]
-            .div_ceil(TILE_COLS)
-            .checked_mul(TILE_COLS)?
+            .div_ceil(cols)
+            .checked_mul(cols)?
             .checked_add(reach_x / sx)?;
         let pw = data_cols.max(read_cols);
         let row = pw.checked_mul(sx)?;
@@ -75,8 +84,43 @@ impl Band {
             pw,
             row,
             band_out,
+            reach_y,
             chan,
         })
+    }
+
+    /// The layout for up to `channels` planes in a buffer of `words`: bands of at least
+    /// [`MIN_BAND_ROWS`] output rows (or the whole output) holding as many channels as
+    /// possible, halving the channels per pass until such a band fits. Fewer passes
+    /// over the channels save loading and storing the output tiles; taller bands save
+    /// copying the rows their neighbours share.
+    #[allow(clippy::too_many_arguments)]
+    pub fn choose(
+        src: [usize; 2],
+        pad: [usize; 2],
+        stride: [usize; 2],
+        dil: [usize; 2],
+        k: [usize; 2],
+        out: [usize; 2],
+        channels: usize,
+        words: usize,
+    ) -> Option<Self> {
+        let mut want = channels.max(1);
+        loop {
+            let band = Self::new(src, pad, stride, dil, k, out, words / want, TILE_COLS);
+            match band {
+                Some(b) if b.band_out >= out[0].min(MIN_BAND_ROWS) => return band,
+                _ if want == 1 => return band,
+                _ => want = want.div_ceil(2),
+            }
+        }
+    }
+
+    /// The same layout with at most `max_out` (>= 1) output rows per band.
+    pub fn cap_rows(mut self, max_out: usize) -> Self {
+        self.band_out = self.band_out.min(max_out.max(1));
+        self.chan = ((self.band_out - 1) * self.sy + self.reach_y + 1) * self.row;
+        self
     }
 
     /// Offset of tap `(ky, kx)` relative to output `(oy, ox)`'s base `oy*sy*row + ox`.

@@ -31,23 +31,69 @@ struct Corr<'a> {
     cout: usize,
 }
 
+/// How the correlation's weight `w'(grp, o, i, t)` sits in the convolution's `w`:
+/// at `grp * group + o * so + i * si + t`, or `... + taps - 1 - t` when `flip`ped.
+struct Weights<'a> {
+    w: &'a [f32],
+    group: usize,
+    so: usize,
+    si: usize,
+    flip: bool,
+}
+
+impl Weights<'_> {
+    /// Packs `w'` of output channels `o0..o0 + ob` and inputs `c0..c0 + ni` of group
+    /// `grp` as the tiles read them: `pack[(i * taps + t) * ob + o]` (taps of one
+    /// group are consecutive, so this is `[i][group][kx][o]`). Returns the length.
+    #[allow(clippy::too_many_arguments)]
+    fn pack(
+        &self,
+        pack: &mut [f32],
+        grp: usize,
+        o0: usize,
+        ob: usize,
+        c0: usize,
+        ni: usize,
+        taps: usize,
+    ) -> usize {
+        let len = ni * taps * ob;
+        for o in 0..ob {
+            for i in 0..ni {
+                let at = grp * self.group + (o0 + o) * self.so + (c0 + i) * self.si;
+                let src = &self.w[at..][..taps];
+                let dst = pack[(i * taps * ob + o)..len].iter_mut().step_by(ob);
+                if self.flip {
+                    dst.zip(src.iter().rev()).for_each(|(d, &v)| *d = v);
+                } else {
+                    dst.zip(src).for_each(|(d, &v)| *d = v);
+                }
+            }
+        }
+        len
+    }
+}
+
 impl Corr<'_> {
-    /// `out (+)= correlate(src, w')` with `w'(grp, o, i, t) = w[wix(grp, o, i, t)]`;
+    /// `out (+)= correlate(src, w')`;
     /// `bias = Some(b)` overwrites the outputs with `b + correlation`. Returns `false`,
     /// having touched nothing, when the buffers cannot hold the shape.
-    fn run(
-        &self,
-        src: &[f32],
-        w: &[f32],
-        wix: impl Fn(usize, usize, usize, usize) -> usize,
-        bias: Option<Option<&[f32]>>,
-        out: &mut [f32],
-    ) -> bool {
+    fn run(&self, src: &[f32], w: &Weights, bias: Option<Option<&[f32]>>, out: &mut [f32]) -> bool {
         let dil = self.g.dil;
-        let Some(band) = Band::new(self.src, self.pad, self.stride, dil, self.k, self.out, BUF_WORDS) else {
+        let taps = self.k[0] * self.k[1];
+        let most = self.cin.min(PACK_WORDS / (OB * taps).max(1));
+        let band = Band::choose(
+            self.src,
+            self.pad,
+            self.stride,
+            dil,
+            self.k,
+            self.out,
+            most,
+            BUF_WORDS,
+        );
+        let Some(band) = band else {
             return false;
         };
-        let taps = self.k[0] * self.k[1];
         // Three-tap row groups when a kernel row reads three neighbouring words.
         let kw = if self.k[1] == 3 && self.stride[1] == 1 && dil[1] == 1 {
             3
@@ -93,18 +139,7 @@ impl Corr<'_> {
                         let mut o0 = 0;
                         while o0 < cout {
                             let ob = if cout - o0 >= OB { OB } else { 1 };
-                            // Weights in the order the tiles read them: [i][group][kx][o].
-                            let mut at = 0;
-                            for i in 0..ni {
-                                for t in 0..taps {
-                                    for o in 0..ob {
-                                        pack[at + (t % kw) * ob + o] = w[wix(grp, o0 + o, c0 + i, t)];
-                                    }
-                                    if t % kw == kw - 1 {
-                                        at += kw * ob;
-                                    }
-                                }
-                            }
+                            let at = w.pack(&mut pack, grp, o0, ob, c0, ni, taps);
                             let s = Src {
                                 buf: &buf,
                                 offs: &offs[..ni * groups],
@@ -163,13 +198,14 @@ pub(crate) fn forward_tiled(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]
         cin,
         cout,
     };
-    c.run(
-        x,
+    let w = Weights {
         w,
-        |grp, o, i, t| ((grp * cout + o) * cin + i) * taps + t,
-        Some(b),
-        y,
-    )
+        group: cout * cin * taps,
+        so: cin * taps,
+        si: taps,
+        flip: false,
+    };
+    c.run(x, &w, Some(b), y)
 }
 
 /// `gx += conv_transpose(gy, w)`, as [`generic::conv2d_backward_input`].
@@ -198,6 +234,12 @@ pub(crate) fn backward_input_tiled(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut
         cout: cin,
     };
     // Output channel `o` of this correlation is input channel `o` of the convolution.
-    let wix = |grp, o, i, t| ((grp * cout + i) * cin + o) * taps + (taps - 1 - t);
-    c.run(gy, w, wix, None, gx)
+    let w = Weights {
+        w,
+        group: cout * cin * taps,
+        so: taps,
+        si: cin * taps,
+        flip: true,
+    };
+    c.run(gy, &w, None, gx)
 }

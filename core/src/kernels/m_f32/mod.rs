@@ -34,8 +34,12 @@ pub const BUF_WORDS: usize = 1024;
 /// Words of the stack buffer holding packed weights of one block of output channels
 /// (2.25 KiB: 4 channels x 16 input channels x 3x3 taps).
 pub const PACK_WORDS: usize = 576;
+/// Words of the stack buffer holding the output gradient of 4 channels for a band
+/// (backward-weight; 3 KiB, a band of 6 rows of 28 outputs).
+pub const GY_WORDS: usize = 768;
 /// Output channels per register tile.
 pub(crate) const OB: usize = 4;
 /// The most stack the kernels' buffers take, in words: band, packed weights and their
-/// group offsets (forward and backward-input; backward-weight takes only the band).
+/// group offsets (forward and backward-input; backward-weight takes the band and
+/// [`GY_WORDS`], less).
 pub const STACK_WORDS: usize = BUF_WORDS + PACK_WORDS + PACK_WORDS / OB;

@@ -57,15 +57,22 @@ macro_rules! corr_rows {
                     let at = oy * rows.ow + ox;
                     let mut a = [[0.0f32; $ox]; $ob];
                     match bias {
-                        Some(b) => unroll!([$($o),*], O => { a[O] = [b[O]; $ox]; }),
+                        // Lane by lane: an array-repeat expression compiles to a
+                        // loop, whose run-time index would keep `a` in memory.
+                        Some(b) => unroll!([$($o),*], O => {
+                            unroll!([$($l),*], L => { a[O][L] = b[O]; });
+                        }),
                         None if cols == $ox => unroll!([$($o),*], O => {
                             let r = &out[O * rows.plane + at..][..$ox];
                             unroll!([$($l),*], L => { a[O][L] = r[L]; });
                         }),
+                        // A partial tile: lane by lane with constant indices (a
+                        // copy of a run-time length would keep `a` out of registers).
                         None => unroll!([$($o),*], O => {
-                            let mut t = [0.0f32; $ox];
-                            t[..cols].copy_from_slice(&out[O * rows.plane + at..][..cols]);
-                            a[O] = t;
+                            let r = &out[O * rows.plane + at..][..cols];
+                            unroll!([$($l),*], L => {
+                                a[O][L] = if L < cols { r[L] } else { 0.0 };
+                            });
                         }),
                     }
                     let base = rb + ox;
@@ -86,8 +93,12 @@ macro_rules! corr_rows {
                         });
                     } else {
                         unroll!([$($o),*], O => {
-                            let t: [f32; $ox] = a[O];
-                            out[O * rows.plane + at..][..cols].copy_from_slice(&t[..cols]);
+                            let r = &mut out[O * rows.plane + at..][..cols];
+                            unroll!([$($l),*], L => {
+                                if L < cols {
+                                    r[L] = a[O][L];
+                                }
+                            });
                         });
                     }
                     ox += $ox;

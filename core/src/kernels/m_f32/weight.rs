@@ -143,14 +143,15 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
                         let ob = if cout - o0 >= OB { OB } else { 1 };
                         let oc = grp * cout + o0;
                         let words = npos * ob;
-                        gyb[..words].fill(0.0);
-                        for o in 0..ob {
-                            let src = &gy[(n * g.c_out + oc + o) * op + oy0 * g.ow..][..rows * g.ow];
-                            for (r, srow) in src.chunks_exact(g.ow).enumerate() {
-                                let dst = gyb[r * pitch * ob + o..words].iter_mut().step_by(ob);
-                                dst.zip(srow).for_each(|(d, &v)| *d = v);
-                            }
-                        }
+                        fill_gradients(
+                            &mut gyb[..words],
+                            gy,
+                            (n * g.c_out + oc) * op + oy0 * g.ow,
+                            op,
+                            g.ow,
+                            pitch,
+                            ob,
+                        );
                         for i in 0..ni {
                             for t0 in (0..taps).step_by(kw) {
                                 let off = band.tap_offset(t0 / g.kw, t0 % g.kw, g.dil);
@@ -174,6 +175,38 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
         }
     }
     true
+}
+
+/// Copies `ob` gradient planes (`plane` words apart, from `gy[first..]`) into `gyb`
+/// interleaved, `gyb[(r * pitch + ox) * ob + o]`, with zeros for `ox >= ow`.
+fn fill_gradients(
+    gyb: &mut [f32],
+    gy: &[f32],
+    first: usize,
+    plane: usize,
+    ow: usize,
+    pitch: usize,
+    ob: usize,
+) {
+    let rows = gyb.len().div_ceil(pitch * ob);
+    for r in 0..rows {
+        let at = r * pitch * ob;
+        let len = (gyb.len() - at).min(pitch * ob);
+        let dst = &mut gyb[at..][..len];
+        if ob == OB {
+            let (cells, _) = dst.as_chunks_mut::<OB>();
+            let src: [&[f32]; OB] = core::array::from_fn(|o| &gy[first + o * plane + r * ow..][..ow]);
+            let (data, pad) = cells.split_at_mut(ow);
+            for (ox, cell) in data.iter_mut().enumerate() {
+                *cell = [src[0][ox], src[1][ox], src[2][ox], src[3][ox]];
+            }
+            pad.fill([0.0; OB]);
+        } else {
+            let (data, pad) = dst.split_at_mut(ow);
+            data.copy_from_slice(&gy[first + r * ow..][..ow]);
+            pad.fill(0.0);
+        }
+    }
 }
 
 /// `gw[at(o) + t] += sums[o][t]`.

@@ -1,7 +1,7 @@
 //! Backward-weight of the M-profile `f32` convolution: `gw += correlate(gy, x)`.
 //!
 //! - Stride 1 only (strided convolutions use the generic kernel). The input planes are
-//!   copied in bands, zero-padded, as in the forward pass ([`Band`]); the output
+//!   copied in bands, zero-padded, as in the forward pass (`Band`, `band.rs`); the output
 //!   gradient of `OB` channels is copied for the band interleaved, `[position][o]`,
 //!   with the input's row pitch and zeros in the padding columns, so that one run of
 //!   positions covers the whole band with one pointer for the gradients and one for
@@ -34,10 +34,12 @@ macro_rules! dot_tile {
             let full = n / $px * $px;
             let mut xw = [0.0f32; WIN];
             unroll!([$($c),*], C => { xw[C] = xr[C]; });
-            // Fixed-size chunks: their lengths are types, so no index is checked.
-            let (steps, _) = gyb[..full * $ob].as_chunks::<{ $ob * $px }>();
-            let (news, _) = xr[$kw - 1..][..full].as_chunks::<$px>();
-            for (gq, xn) in steps.iter().zip(news) {
+            // Fixed-size arrays: their lengths are types, so no index is checked (the
+            // conversions cannot fail: `chunks_exact` yields exactly that length).
+            let steps = gyb[..full * $ob].chunks_exact($ob * $px);
+            for (gq, xn) in steps.zip(xr[$kw - 1..][..full].chunks_exact($px)) {
+                let gq: &[f32; $ob * $px] = gq.try_into().unwrap_or(&[0.0; $ob * $px]);
+                let xn: &[f32; $px] = xn.try_into().unwrap_or(&[0.0; $px]);
                 unroll!([$($p),*], P => { xw[$kw - 1 + P] = xn[P]; });
                 unroll!([$($p),*], P => {
                     unroll!([$($o),*], O => {
@@ -194,13 +196,14 @@ fn fill_gradients(
         let len = (gyb.len() - at).min(pitch * ob);
         let dst = &mut gyb[at..][..len];
         if ob == OB {
-            let (cells, _) = dst.as_chunks_mut::<OB>();
             let src: [&[f32]; OB] = core::array::from_fn(|o| &gy[first + o * plane + r * ow..][..ow]);
-            let (data, pad) = cells.split_at_mut(ow);
-            for (ox, cell) in data.iter_mut().enumerate() {
-                *cell = [src[0][ox], src[1][ox], src[2][ox], src[3][ox]];
+            let (data, pad) = dst.split_at_mut(ow * OB);
+            for (ox, cell) in data.chunks_exact_mut(OB).enumerate() {
+                for (o, d) in cell.iter_mut().enumerate() {
+                    *d = src[o][ox];
+                }
             }
-            pad.fill([0.0; OB]);
+            pad.fill(0.0);
         } else {
             let (data, pad) = dst.split_at_mut(ow);
             data.copy_from_slice(&gy[first + r * ow..][..ow]);

@@ -131,19 +131,24 @@ impl Band {
     }
 
     /// Copies padded rows `r0..r0 + rows` of `count` consecutive source planes (`h * w`
-    /// each, from `src`) into `buf`, channel after channel.
+    /// each, from `src`) into `buf`, channel after channel. Writes only the data words
+    /// and rows wholly outside the source: `buf` must start zeroed, and every fill of
+    /// one layout leaves the padding columns zero.
     pub fn fill(&self, buf: &mut [f32], src: &[f32], count: usize, r0: usize) {
         let plane = self.h * self.w;
         for (c, dst) in buf[..count * self.chan].chunks_exact_mut(self.chan).enumerate() {
             let s = &src[c * plane..][..plane];
             for (r, drow) in dst.chunks_exact_mut(self.row).enumerate() {
-                drow.fill(0.0);
                 let Some(sr) = (r0 + r).checked_sub(self.pad[0]).filter(|&sr| sr < self.h) else {
+                    drow.fill(0.0);
                     continue;
                 };
                 let srow = &s[sr * self.w..][..self.w];
                 if self.sx == 1 {
-                    drow[self.pad[1]..][..self.w].copy_from_slice(srow);
+                    // Word by word: a `memcpy` call costs more than a row of W1.
+                    for (d, &v) in drow[self.pad[1]..][..self.w].iter_mut().zip(srow) {
+                        *d = v;
+                    }
                 } else {
                     for (c, &v) in srow.iter().enumerate() {
                         let pc = c + self.pad[1];

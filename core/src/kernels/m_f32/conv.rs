@@ -1,7 +1,7 @@
 //! Forward and backward-input of the M-profile `f32` convolution, on one driver.
 //!
 //! - The driver computes `out (+)= correlate(src, w')` per sample and group: it walks
-//!   the output in bands of rows ([`Band`]), copies a band of a few input planes into
+//!   the output in bands of rows (`Band`, `band.rs`), copies a band of a few input planes into
 //!   a stack buffer, packs the weights of `OB` output channels into a second one, and
 //!   runs the register tiles of `tile.rs` over the band.
 //! - Forward: the correlation of `x` with `w`; the first pass over the input channels

@@ -1,7 +1,7 @@
 //! Backward-weight of the M-profile `f32` convolution: `gw += correlate(gy, x)`.
 //!
 //! - Stride 1 only (strided convolutions use the generic kernel). The input planes are
-//!   copied in bands, zero-padded, as in the forward pass ([`Band`]); the output
+//!   copied in bands, zero-padded, as in the forward pass (`Band`, `band.rs`); the output
 //!   gradient of `OB` channels is copied for the band interleaved, `[position][o]`,
 //!   with the input's row pitch and zeros in the padding columns, so that one run of
 //!   positions covers the whole band with one pointer for the gradients and one for
@@ -20,24 +20,32 @@ use super::tile::unroll;
 use super::{BUF_WORDS, GY_WORDS, OB};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
+/// Gradient words per step of every dot tile (`OB * PX`): the gradient buffer is an
+/// array of such arrays, so the loops walk it without index checks.
+const STEP: usize = 16;
+
 /// Defines `fn $name(gyb, xr, n) -> [[f32; KW]; OB]`: the tile's sums over `n`
-/// positions, `gyb[p * OB + o] * xr[p + kx]`.
+/// positions, `gyb[p * OB + o] * xr[p + kx]` (`gyb` flattened).
 macro_rules! dot_tile {
     ($name:ident, $ob:literal, $kw:literal, $px:literal,
      os = [$($o:literal),*], ps = [$($p:literal),*], kxs = [$($kx:literal),*],
      carry = [$($c:literal),*]) => {
         #[inline(never)]
-        fn $name(gyb: &[f32], xr: &[f32], n: usize) -> [[f32; $kw]; $ob] {
+        fn $name(gyb: &[[f32; STEP]], xr: &[f32], n: usize) -> [[f32; $kw]; $ob] {
             const WIN: usize = $px + $kw - 1;
+            const _: () = assert!($ob * $px == STEP);
             let mut a = [[0.0f32; $kw]; $ob];
-            let (gyb, xr) = (&gyb[..n * $ob], &xr[..n + $kw - 1]);
+            let xr = &xr[..n + $kw - 1];
             let full = n / $px * $px;
             let mut xw = [0.0f32; WIN];
             unroll!([$($c),*], C => { xw[C] = xr[C]; });
-            // Fixed-size chunks: their lengths are types, so no index is checked.
-            let (steps, _) = gyb[..full * $ob].as_chunks::<{ $ob * $px }>();
-            let (news, _) = xr[$kw - 1..][..full].as_chunks::<$px>();
-            for (gq, xn) in steps.iter().zip(news) {
+            let mut xs = &xr[$kw - 1..][..full];
+            for gq in &gyb[..full / $px] {
+                // A fixed-size array: its length is a type, no index below is checked.
+                let Some((xn, rest)) = xs.split_first_chunk::<$px>() else {
+                    break;
+                };
+                xs = rest;
                 unroll!([$($p),*], P => { xw[$kw - 1 + P] = xn[P]; });
                 unroll!([$($p),*], P => {
                     unroll!([$($o),*], O => {
@@ -47,9 +55,10 @@ macro_rules! dot_tile {
                 });
                 unroll!([$($c),*], C => { xw[C] = xw[C + $px]; });
             }
+            let flat = gyb.as_flattened();
             for p in full..n {
                 unroll!([$($o),*], O => {
-                    let gp = gyb[p * $ob + O];
+                    let gp = flat[p * $ob + O];
                     unroll!([$($kx),*], KX => { a[O][KX] += gp * xr[p + KX]; });
                 });
             }
@@ -62,9 +71,9 @@ dot_tile!(
     dots_4_k3,
     4,
     3,
-    2,
+    4,
     os = [0, 1, 2, 3],
-    ps = [0, 1],
+    ps = [0, 1, 2, 3],
     kxs = [0, 1, 2],
     carry = [0, 1]
 );
@@ -72,9 +81,9 @@ dot_tile!(
     dots_4_k1,
     4,
     1,
-    2,
+    4,
     os = [0, 1, 2, 3],
-    ps = [0, 1],
+    ps = [0, 1, 2, 3],
     kxs = [0],
     carry = []
 );
@@ -82,9 +91,9 @@ dot_tile!(
     dots_1_k3,
     1,
     3,
-    4,
+    16,
     os = [0],
-    ps = [0, 1, 2, 3],
+    ps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
     kxs = [0, 1, 2],
     carry = [0, 1]
 );
@@ -92,9 +101,9 @@ dot_tile!(
     dots_1_k1,
     1,
     1,
-    4,
+    16,
     os = [0],
-    ps = [0, 1, 2, 3],
+    ps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
     kxs = [0],
     carry = []
 );
@@ -124,7 +133,7 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
     let kw = if g.kw == 3 && g.dil[1] == 1 { 3 } else { 1 };
     let nin = (BUF_WORDS / band.chan).min(cin);
     let mut buf = [0.0f32; BUF_WORDS];
-    let mut gyb = [0.0f32; GY_WORDS];
+    let mut gyb = [[0.0f32; STEP]; GY_WORDS / STEP];
     for n in 0..g.n {
         for grp in 0..g.groups {
             let mut oy0 = 0;
@@ -143,20 +152,21 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
                         let ob = if cout - o0 >= OB { OB } else { 1 };
                         let oc = grp * cout + o0;
                         let words = npos * ob;
-                        gyb[..words].fill(0.0);
-                        for o in 0..ob {
-                            let src = &gy[(n * g.c_out + oc + o) * op + oy0 * g.ow..][..rows * g.ow];
-                            for (r, srow) in src.chunks_exact(g.ow).enumerate() {
-                                let dst = gyb[r * pitch * ob + o..words].iter_mut().step_by(ob);
-                                dst.zip(srow).for_each(|(d, &v)| *d = v);
-                            }
-                        }
+                        fill_gradients(
+                            &mut gyb.as_flattened_mut()[..words],
+                            gy,
+                            (n * g.c_out + oc) * op + oy0 * g.ow,
+                            op,
+                            g.ow,
+                            pitch,
+                            ob,
+                        );
                         for i in 0..ni {
                             for t0 in (0..taps).step_by(kw) {
                                 let off = band.tap_offset(t0 / g.kw, t0 % g.kw, g.dil);
                                 let xr = &buf[i * band.chan + off..(i + 1) * band.chan];
                                 let at = |o: usize| ((oc + o) * cin + c0 + i) * taps + t0;
-                                let gq = &gyb[..words];
+                                let gq = &gyb[..words.div_ceil(STEP)];
                                 match (ob, kw) {
                                     (OB, 3) => add(gw, &dots_4_k3(gq, xr, npos), at),
                                     (OB, _) => add(gw, &dots_4_k1(gq, xr, npos), at),
@@ -174,6 +184,38 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
         }
     }
     true
+}
+
+/// Copies `ob` gradient planes (`plane` words apart, from `gy[first..]`) into `gyb`
+/// interleaved, `gyb[(r * pitch + ox) * ob + o]`, with zeros for `ox >= ow`.
+fn fill_gradients(
+    gyb: &mut [f32],
+    gy: &[f32],
+    first: usize,
+    plane: usize,
+    ow: usize,
+    pitch: usize,
+    ob: usize,
+) {
+    let rows = gyb.len().div_ceil(pitch * ob);
+    for r in 0..rows {
+        let at = r * pitch * ob;
+        let len = (gyb.len() - at).min(pitch * ob);
+        let dst = &mut gyb[at..][..len];
+        if ob == OB {
+            let src: [&[f32]; OB] = core::array::from_fn(|o| &gy[first + o * plane + r * ow..][..ow]);
+            let (data, pad) = dst.split_at_mut(ow * OB);
+            // Constant channel indices: a loop over them would index `src` at run time.
+            for (ox, cell) in data.chunks_exact_mut(OB).enumerate() {
+                unroll!([0, 1, 2, 3], O => { cell[O] = src[O][ox]; });
+            }
+            pad.fill(0.0);
+        } else {
+            let (data, pad) = dst.split_at_mut(ow);
+            data.copy_from_slice(&gy[first + r * ow..][..ow]);
+            pad.fill(0.0);
+        }
+    }
 }
 
 /// `gw[at(o) + t] += sums[o][t]`.

@@ -4,9 +4,9 @@
 
 use crate::assets::Sample;
 use torchlet::init::Rng;
-use torchlet::nn::{digits_fcn, Sequential};
+use torchlet::nn::{digits_fcn, Layer, Sequential};
 use torchlet::optim::Sgd;
-use torchlet::{Error, Graph};
+use torchlet::{Error, Graph, Tensor};
 
 /// Tape capacity W1 needs: 8 parameters, 1 input, 12 op records (with room to spare).
 pub const TAPE: usize = 32;
@@ -61,7 +61,7 @@ impl Model {
     ) -> Result<f32, Error> {
         g.zero_grad();
         let x = g.input_with(&[1, 1, h, w], fill)?;
-        let logits = self.net.forward(g, x)?;
+        let logits = forward_w1(&self.net, g, x)?;
         let loss = g.cross_entropy(logits, &[label])?;
         let l = g.data(loss)?.first().copied().unwrap_or(0.0);
         g.backward(loss)?;
@@ -74,7 +74,7 @@ impl Model {
         g.set_grad_enabled(false);
         let r = (|| {
             let x = g.input_with(&[1, 1, s.h, s.w], |d| s.fill(d))?;
-            let logits = self.net.forward(g, x)?;
+            let logits = forward_w1(&self.net, g, x)?;
             let row = g.data(logits)?;
             Ok((0..row.len())
                 .max_by(|&a, &b| row[a].total_cmp(&row[b]))
@@ -114,4 +114,42 @@ pub fn plan_step<const N: usize>(
     let mut m = Model::new(&mut g, r)?;
     m.train_step(&mut g, (h, w), 0, |_| {})?;
     Ok(g.arena().high_water_bytes())
+}
+
+/// W1's forward, as `Sequential::forward` computes it (each intermediate freed once used,
+/// ReLU in place when backward does not need its input), but with only the ops W1 has.
+/// `Sequential::forward` dispatches over every `Layer` kind at run time and so links the
+/// forward code of all of them (sigmoid, tanh, average pooling ...); this keeps
+/// `finetune` inside its 128 KiB of flash. Another layer kind is an error.
+pub fn forward_w1<const N: usize>(
+    net: &Sequential<12>,
+    g: &mut Graph<'_, f32, N>,
+    input: Tensor,
+) -> Result<Tensor, Error> {
+    let mut x = input;
+    for layer in net.layers() {
+        let owned = x != input;
+        if matches!(layer, Layer::Relu) && owned && g.can_overwrite_tensor(x) {
+            x = g.relu_(x)?;
+            continue;
+        }
+        let y = match layer {
+            Layer::Conv2d(c) => c.forward(g, x)?,
+            Layer::Relu => g.relu(x)?,
+            Layer::MaxPool2d(p) => g.max_pool2d(x, *p)?,
+            Layer::AdaptiveAvgPool2d(s) => g.adaptive_avg_pool2d(x, *s)?,
+            Layer::Flatten(d) => g.flatten(x, *d)?,
+            Layer::Linear(l) => l.forward(g, x)?,
+            _ => {
+                return Err(Error::Unsupported {
+                    op: "forward_w1: a layer W1 does not have",
+                })
+            }
+        };
+        if owned {
+            g.free(x)?;
+        }
+        x = y;
+    }
+    Ok(x)
 }

@@ -11,7 +11,12 @@
 //!
 //! ```sh
 //! cargo run --release -p torchlet-tests --example export_firmware_assets [-- MNIST_FILE]
+//! cargo run --release -p torchlet-tests --example export_firmware_assets -- --samples-only
 //! ```
+//!
+//! `--samples-only` rewrites only the samples file (no pretraining): the weights file
+//! depends on the host's f32 kernels, which change as they get faster, so it is kept
+//! as committed unless it is meant to change.
 //!
 //! Outputs (committed): `firmware/assets/w1_pretrained.tlw` (weights, `torchlet::io`) and
 //! `firmware/assets/digits_cropped.bin` (samples). Formats: see `firmware/README.md`.
@@ -61,25 +66,46 @@ fn device_digit(d: &Digit) -> Digit {
     c
 }
 
-/// Samples blob: magic `TLDC`, u16 version 1, u16 fine-tuning count, u16 held-out
-/// count, u16 0; per digit label, h, w (one byte each) and `ceil(h*w/2)` bytes of
-/// 4-bit pixels, high nibble first; u32 LE CRC-32 of everything before it.
+/// Samples blob (read by `firmware/src/assets.rs`, which documents it): magic `TLDC`,
+/// u16 version 2, u16 fine-tuning count, u16 held-out count, u16 0; per digit label,
+/// h, w (one byte each), a u16 byte count and the 4-bit pixel codes (a level 1..=14 is
+/// one pixel; 0 or 15 then `r` is `r + 1` pixels of level 0 or 15), high nibble first;
+/// u32 LE CRC-32 of everything before it.
 fn samples_blob(ft: &[Digit], test: &[Digit]) -> Vec<u8> {
     let mut out = b"TLDC".to_vec();
-    for v in [1u16, ft.len() as u16, test.len() as u16, 0] {
+    for v in [2u16, ft.len() as u16, test.len() as u16, 0] {
         out.extend_from_slice(&v.to_le_bytes());
     }
     for d in ft.iter().chain(test) {
+        let codes = pixel_codes(&d.pixels);
         out.extend_from_slice(&[d.label, d.h as u8, d.w as u8]);
-        for pair in d.pixels.chunks(2) {
-            let hi = pair[0] / 17;
-            let lo = pair.get(1).map_or(0, |p| p / 17);
-            out.push(hi << 4 | lo);
-        }
+        out.extend_from_slice(&(codes.len() as u16).to_le_bytes());
+        out.extend_from_slice(&codes);
     }
     let crc = crc32(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// The 4-bit codes of a digit's pixels (stored as `nibble * 17`), packed two to a byte.
+fn pixel_codes(pixels: &[u8]) -> Vec<u8> {
+    let mut nibbles = Vec::new();
+    let mut i = 0;
+    while i < pixels.len() {
+        let v = pixels[i] / 17;
+        if v != 0 && v != 15 {
+            nibbles.push(v);
+            i += 1;
+            continue;
+        }
+        let run = pixels[i..].iter().take(16).take_while(|&&p| p / 17 == v).count();
+        nibbles.extend_from_slice(&[v, (run - 1) as u8]);
+        i += run;
+    }
+    nibbles
+        .chunks(2)
+        .map(|c| c[0] << 4 | c.get(1).copied().unwrap_or(0))
+        .collect()
 }
 
 fn step<const N: usize>(
@@ -108,12 +134,28 @@ fn step<const N: usize>(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).map_or_else(default_path, PathBuf::from);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let samples_only = args.iter().any(|a| a == "--samples-only");
+    let path = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .map_or_else(default_path, PathBuf::from);
     let digits = Digits::parse(&std::fs::read(&path)?)?;
     let (train, held) = digits.split();
     let pre = &train[..PRE_N];
     let ft: Vec<Digit> = train[PRE_N..PRE_N + FT_N].iter().map(device_digit).collect();
     let test: Vec<Digit> = held[..TEST_N].iter().map(device_digit).collect();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware/assets");
+    if samples_only {
+        let samples = samples_blob(&ft, &test);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("digits_cropped.bin"), &samples)?;
+        println!(
+            "wrote {} sample bytes (weights file left as it is)",
+            samples.len()
+        );
+        return Ok(());
+    }
 
     // 1. Pretrain at 28x28.
     let bytes = plan_bytes(PRE_BATCH, 28, 28)?.max(plan_bytes(1, 28, 28)?);
@@ -140,7 +182,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let blob = weights_blob(&g)?;
 
     // 2. Write the assets.
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware/assets");
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("w1_pretrained.tlw"), &blob)?;
     let samples = samples_blob(&ft, &test);

@@ -1,6 +1,6 @@
 //! Register-tiled `f32` convolutions for Cortex-M (M4F, M7: 32 single-precision FPU
 //! registers), used through the `f32` kernel hooks of [`Scalar`](crate::Scalar) when
-//! `target_arch = "arm"` (see `scalar.rs`), and tested on every host.
+//! `target_arch = "arm"` with the hard-float ABI (see `scalar.rs`), and tested on every host.
 //!
 //! - [`conv`]: forward and backward-input (stride 1) on one correlation driver;
 //!   [`weight`]: backward-weight. Planes are copied in bands of rows, zero-padded and

@@ -14,6 +14,8 @@ pub mod m_f32;
 pub mod pad;
 pub mod pool;
 pub mod resize;
+#[cfg(test)]
+mod test_shapes;
 
 use crate::scalar::Scalar;
 

@@ -1,7 +1,8 @@
 //! Exact running sums of Q16.16 products for the convolution kernels ([`super::conv`]),
 //! in the cheapest form the operands' magnitudes allow ([`Plan`]).
 
-use super::{mul, raise, Q16};
+use super::Q16;
+use crate::scalar::Scalar;
 
 /// A running exact sum of Q16.16 products `x * w`, in units of `2^-32`.
 pub(crate) trait Dot: Copy {
@@ -215,18 +216,8 @@ impl Dot for WideDot {
     }
     #[inline(always)]
     fn mac(&mut self, x: i32, w: i32) {
-        let p = mul::wide(x, w);
-        self.0 = match self.0.checked_add(p) {
-            Some(v) => v,
-            None => {
-                raise();
-                if p > 0 {
-                    i64::MAX
-                } else {
-                    i64::MIN
-                }
-            }
-        };
+        // Q16's own saturating accumulation (the generic kernels' `Scalar::mac`).
+        self.0 = <Q16 as Scalar>::mac(self.0, Q16(x), Q16(w));
     }
     #[inline(always)]
     fn flush(&mut self) {}

@@ -14,6 +14,7 @@
 //!   figure is the median of many timed iterations after warm-up.
 //! - `--pytorch` runs `tests/golden/bench_pytorch.py` (one thread) between torchlet
 //!   rounds, so both see the same machine load; the table shows the median over rounds.
+//!   PyTorch runs each case in NCHW and in channels_last and the faster layout counts.
 //! - Kernel figures: GFLOP/s counts 2 FLOP per multiply-accumulate of the dense
 //!   convolution (padding taps included, as PyTorch's profilers count). The peak is
 //!   measured by a loop of independent multiply-adds compiled with the same flags
@@ -160,8 +161,10 @@ fn layer_profile(batch: usize, h: usize, w: usize, iters: usize) {
     }
 }
 
-/// Runs the PyTorch script once and returns (case, train, infer) per line.
-fn pytorch_round() -> Result<Vec<(String, Timing, Timing)>, String> {
+/// Runs the PyTorch script once and returns (case, train, infer, layouts) per line. The
+/// script times each case in NCHW and in channels_last and reports the faster layout's
+/// figures (training and inference picked separately); `layouts` names them.
+fn pytorch_round() -> Result<Vec<(String, Timing, Timing, String)>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/bench_pytorch.py");
     let out = Command::new("python3")
         .args([script, "--momentum", "0.9"])
@@ -186,7 +189,13 @@ fn pytorch_round() -> Result<Vec<(String, Timing, Timing)>, String> {
                 wall: f("infer_us")?,
                 cpu: f("infer_cpu_us")?,
             };
-            Ok((v["case"].as_str().unwrap_or("?").to_string(), train, infer))
+            let layouts = format!(
+                "train {}, infer {}",
+                v["train_layout"].as_str().unwrap_or("?"),
+                v["infer_layout"].as_str().unwrap_or("?")
+            );
+            let case = v["case"].as_str().unwrap_or("?").to_string();
+            Ok((case, train, infer, layouts))
         })
         .collect()
 }
@@ -471,8 +480,10 @@ fn main() {
         if with_torch {
             match pytorch_round() {
                 Ok(rows) => {
-                    for (case, t, inf) in rows {
-                        eprintln!("round {round} pytorch {case}: train {t:?}, infer {inf:?}");
+                    for (case, t, inf, layouts) in rows {
+                        eprintln!(
+                            "round {round} pytorch {case}: train {t:?}, infer {inf:?} (faster layout: {layouts})"
+                        );
                         if let Some(i) = CASES.iter().position(|c| c.0 == case) {
                             theirs[i].push((t, inf));
                         }

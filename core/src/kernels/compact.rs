@@ -87,7 +87,13 @@ fn start(o: usize, stride: usize, pad: usize) -> isize {
 /// not empty it receives each winner's window position, packed.
 pub fn max_pool2d_forward_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
     if is_2x2(g) {
+        // On Cortex-M the direct loop (no staging buffers on a small stack, no vector
+        // unit to feed); elsewhere rows are staged into chunks long enough for the
+        // vectorised loop.
+        #[cfg(target_arch = "arm")]
         return max_pool_2x2_packed(g, x, y, idx);
+        #[cfg(not(target_arch = "arm"))]
+        return max_pool_2x2_staged(g, x, y, idx);
     }
     max_pool_packed_general(g, x, y, idx)
 }
@@ -111,7 +117,10 @@ fn first_max<S: Scalar>(best: (S, u32), v: S, i: u32) -> (S, u32) {
     }
 }
 
-/// [`max_pool2d_forward_packed`] for 2x2 windows: one byte per output, 4 per word.
+/// [`max_pool2d_forward_packed`] for 2x2 windows: one byte per output, 4 per word,
+/// one output row at a time (the Cortex-M path: no staging buffers on a small stack,
+/// and the code the flash budgets were measured with).
+#[cfg_attr(not(target_arch = "arm"), allow(dead_code))]
 fn max_pool_2x2_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     let keep = !idx.is_empty();
@@ -154,6 +163,124 @@ fn max_pool_2x2_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut 
     }
     if fill > 0 {
         idx[out_w] = S::from_bits(word);
+    }
+}
+
+/// Outputs staged per call of [`pool_2x2_run`] by [`max_pool_2x2_staged`].
+#[cfg_attr(target_arch = "arm", allow(dead_code))]
+const STAGE: usize = 32;
+
+/// [`max_pool_2x2_packed`] for short rows: W1's pooled rows are 14 and 7 outputs, too
+/// short for the vectorised loop, which wants 16. The windows' top and bottom rows of
+/// consecutive outputs (consecutive across rows and planes too) are copied into two
+/// staging buffers of [`STAGE`] outputs, and each full buffer is pooled in one run.
+#[cfg_attr(target_arch = "arm", allow(dead_code))]
+fn max_pool_2x2_staged<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
+    let keep = !idx.is_empty();
+    let mut packer = BytePacker::new(idx);
+    let (mut top, mut bottom) = ([S::ZERO; 2 * STAGE], [S::ZERO; 2 * STAGE]);
+    let (mut staged, mut done) = (0usize, 0usize);
+    for p in 0..g.planes {
+        for oy in 0..g.oh {
+            let r0 = p * g.h * g.w + 2 * oy * g.w;
+            let mut ox = 0;
+            while ox < g.ow {
+                let take = (g.ow - ox).min(STAGE - staged);
+                let dst = 2 * staged..2 * (staged + take);
+                top[dst.clone()].copy_from_slice(&x[r0 + 2 * ox..][..2 * take]);
+                bottom[dst].copy_from_slice(&x[r0 + g.w + 2 * ox..][..2 * take]);
+                (staged, ox) = (staged + take, ox + take);
+                if staged == STAGE {
+                    pool_2x2_run(&top, &bottom, &mut y[done..][..STAGE], &mut packer, keep);
+                    (done, staged) = (done + STAGE, 0);
+                }
+            }
+        }
+    }
+    let (t, b) = (&top[..2 * staged], &bottom[..2 * staged]);
+    pool_2x2_run(t, b, &mut y[done..][..staged], &mut packer, keep);
+    packer.finish();
+}
+
+/// Pools `y.len()` (at most [`STAGE`]) consecutive 2x2 windows whose top rows are
+/// `top` and bottom rows `bottom`. Each window is a small tournament (top pair, bottom
+/// pair, then the two winners), which picks the same element as the in-order scan of
+/// [`first_max`]: the first NaN, else the first maximum. No branch per output.
+#[cfg_attr(target_arch = "arm", allow(dead_code))]
+#[inline(always)]
+fn pool_2x2_run<S: Scalar>(top: &[S], bottom: &[S], y: &mut [S], packer: &mut BytePacker<'_, S>, keep: bool) {
+    let mut ats = [0u8; STAGE];
+    for (((yv, at), t), b) in y
+        .iter_mut()
+        .zip(ats.iter_mut())
+        .zip(top.chunks_exact(2))
+        .zip(bottom.chunks_exact(2))
+    {
+        let upper = first_max((t[0], 0), t[1], 1);
+        let lower = first_max((b[0], 2), b[1], 3);
+        let best = first_max(upper, lower.0, lower.1);
+        *yv = best.0;
+        *at = best.1 as u8;
+    }
+    if keep {
+        packer.push(&ats[..y.len()]);
+    }
+}
+
+/// Packs a stream of bytes into scalar words, 4 per word, byte `k` of a word at bits
+/// `8k` (the order [`max_pool2d_backward_packed`] reads), through a small buffer so
+/// that words are written in runs rather than one branch per byte.
+#[cfg_attr(target_arch = "arm", allow(dead_code))]
+struct BytePacker<'a, S> {
+    words: &'a mut [S],
+    buf: [u8; 64],
+    len: usize,
+    out: usize,
+}
+
+#[cfg_attr(target_arch = "arm", allow(dead_code))]
+impl<'a, S: Scalar> BytePacker<'a, S> {
+    fn new(words: &'a mut [S]) -> Self {
+        BytePacker {
+            words,
+            buf: [0; 64],
+            len: 0,
+            out: 0,
+        }
+    }
+
+    /// Appends up to 32 bytes.
+    #[inline]
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+        if self.len >= 32 {
+            self.flush_words();
+        }
+    }
+
+    /// Writes every whole word in the buffer and keeps the rest.
+    fn flush_words(&mut self) {
+        let n = self.len / 4;
+        for (w, b) in self.words[self.out..self.out + n]
+            .iter_mut()
+            .zip(self.buf.chunks_exact(4))
+        {
+            *w = S::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        }
+        self.out += n;
+        self.buf.copy_within(4 * n..self.len, 0);
+        self.len -= 4 * n;
+    }
+
+    /// Writes what is left, the last word padded with zero bytes.
+    fn finish(mut self) {
+        self.flush_words();
+        if self.len > 0 {
+            self.buf[self.len..4].fill(0);
+            self.len = 4;
+            self.flush_words();
+        }
     }
 }
 
@@ -284,11 +411,22 @@ mod tests {
     use super::*;
     use crate::init::Rng;
 
-    /// The 2x2 fast paths against the general loops, on odd sizes, ties and NaNs.
+    /// The 2x2 fast paths (direct and staged forward, backward) against the general
+    /// loops, on odd sizes, ties and NaNs, with rows shorter and longer than a stage and
+    /// stages that end mid-row.
     #[test]
     fn max_pool_2x2_matches_general() {
         let mut rng = Rng::new(11);
-        for (planes, h, w) in [(3, 5, 7), (2, 28, 28), (5, 7, 7), (1, 2, 2), (4, 9, 4)] {
+        let shapes = [
+            (3, 5, 7),
+            (2, 28, 28),
+            (5, 7, 7),
+            (1, 2, 2),
+            (4, 9, 4),
+            (3, 4, 70),
+            (2, 6, 130),
+        ];
+        for (planes, h, w) in shapes {
             let g = PoolGeom {
                 planes,
                 h,
@@ -310,16 +448,24 @@ mod tests {
             let n = planes * g.oh * g.ow;
             let words = argmax_words(n, 4);
             let (mut y0, mut i0) = (vec![0.0f32; n], vec![0.0f32; words]);
-            let (mut y1, mut i1) = (vec![0.0f32; n], vec![0.0f32; words]);
             max_pool_packed_general(&g, &x, &mut y0, &mut i0);
-            max_pool_2x2_packed(&g, &x, &mut y1, &mut i1);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&y1), bits(&y0), "{g:?}");
-            assert_eq!(bits(&i1), bits(&i0), "{g:?}");
-            // Without positions (inference) the values are the same.
-            let mut y2 = vec![0.0f32; n];
-            max_pool_2x2_packed(&g, &x, &mut y2, &mut []);
-            assert_eq!(bits(&y2), bits(&y0));
+            type Pool = fn(&PoolGeom, &[f32], &mut [f32], &mut [f32]);
+            let paths: [(&str, Pool); 3] = [
+                ("direct", max_pool_2x2_packed),
+                ("staged", max_pool_2x2_staged),
+                ("dispatch", max_pool2d_forward_packed),
+            ];
+            for (path, pool) in paths {
+                let (mut y1, mut i1) = (vec![0.0f32; n], vec![0.0f32; words]);
+                pool(&g, &x, &mut y1, &mut i1);
+                assert_eq!(bits(&y1), bits(&y0), "{path} {g:?}");
+                assert_eq!(bits(&i1), bits(&i0), "{path} {g:?}");
+                // Without positions (inference) the values are the same.
+                let mut y2 = vec![0.0f32; n];
+                pool(&g, &x, &mut y2, &mut []);
+                assert_eq!(bits(&y2), bits(&y0), "{path} {g:?}");
+            }
 
             let gy: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
             let start: Vec<f32> = (0..planes * h * w).map(|_| rng.uniform(-1.0, 1.0)).collect();

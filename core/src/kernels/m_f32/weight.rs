@@ -20,32 +20,33 @@ use super::tile::unroll;
 use super::{BUF_WORDS, GY_WORDS, OB};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
-/// Gradient words per step of every dot tile (`OB * PX`): the gradient buffer is an
-/// array of such arrays, so the loops walk it without index checks.
+/// Gradient words per step of every dot tile (`OB * PX`): the loops walk the gradients
+/// as `[f32; STEP]` arrays, without index checks.
 const STEP: usize = 16;
 
-/// Defines `fn $name(gyb, xr, n) -> [[f32; KW]; OB]`: the tile's sums over `n`
-/// positions, `gyb[p * OB + o] * xr[p + kx]` (`gyb` flattened).
+/// Defines `fn $name(gy, xr, gw, ostride)`: `gw[o * ostride + kx] += sum over p of
+/// gy[p * OB + o] * xr[p + kx]` for the `gy.len() / OB` positions of `gy`.
 macro_rules! dot_tile {
     ($name:ident, $ob:literal, $kw:literal, $px:literal,
      os = [$($o:literal),*], ps = [$($p:literal),*], kxs = [$($kx:literal),*],
      carry = [$($c:literal),*]) => {
         #[inline(never)]
-        fn $name(gyb: &[[f32; STEP]], xr: &[f32], n: usize) -> [[f32; $kw]; $ob] {
+        fn $name(gy: &[f32], xr: &[f32], gw: &mut [f32], ostride: usize) {
             const WIN: usize = $px + $kw - 1;
             const _: () = assert!($ob * $px == STEP);
+            let n = gy.len() / $ob;
             let mut a = [[0.0f32; $kw]; $ob];
             let xr = &xr[..n + $kw - 1];
-            let full = n / $px * $px;
             let mut xw = [0.0f32; WIN];
             unroll!([$($c),*], C => { xw[C] = xr[C]; });
-            let mut xs = &xr[$kw - 1..][..full];
-            for gq in &gyb[..full / $px] {
-                // A fixed-size array: its length is a type, no index below is checked.
-                let Some((xn, rest)) = xs.split_first_chunk::<$px>() else {
+            let (mut gs, mut xs) = (gy, &xr[$kw - 1..]);
+            let mut full = 0;
+            // Fixed-size arrays: their lengths are types, no index below is checked.
+            while let Some((gq, rest)) = gs.split_first_chunk::<STEP>() {
+                let Some((xn, xrest)) = xs.split_first_chunk::<$px>() else {
                     break;
                 };
-                xs = rest;
+                (gs, xs, full) = (rest, xrest, full + $px);
                 unroll!([$($p),*], P => { xw[$kw - 1 + P] = xn[P]; });
                 unroll!([$($p),*], P => {
                     unroll!([$($o),*], O => {
@@ -55,14 +56,17 @@ macro_rules! dot_tile {
                 });
                 unroll!([$($c),*], C => { xw[C] = xw[C + $px]; });
             }
-            let flat = gyb.as_flattened();
-            for p in full..n {
+            while let Some((gp, rest)) = gs.split_first_chunk::<$ob>() {
+                let xt = &xr[full..][..$kw];
+                (gs, full) = (rest, full + 1);
                 unroll!([$($o),*], O => {
-                    let gp = flat[p * $ob + O];
-                    unroll!([$($kx),*], KX => { a[O][KX] += gp * xr[p + KX]; });
+                    unroll!([$($kx),*], KX => { a[O][KX] += gp[O] * xt[KX]; });
                 });
             }
-            a
+            unroll!([$($o),*], O => {
+                let r = &mut gw[O * ostride..][..$kw];
+                unroll!([$($kx),*], KX => { r[KX] += a[O][KX]; });
+            });
         }
     };
 }
@@ -121,27 +125,26 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
     let (cin, cout, op, ip) = (g.c_in / g.groups, g.c_out / g.groups, g.oh * g.ow, g.h * g.w);
     let taps = g.kh * g.kw;
     let (hw, k, out) = ([g.h, g.w], [g.kh, g.kw], [g.oh, g.ow]);
-    let band = Band::new(hw, g.pad, g.stride, g.dil, k, out, BUF_WORDS, 1);
+    let band = Band::new(hw, g.pad, g.stride, g.dil, k, out, BUF_WORDS - g.pad[1], 1);
     let stride1 = g.stride == [1, 1];
     let Some(band) = band.filter(|b| stride1 && taps > 0 && OB * b.row <= GY_WORDS) else {
         return false;
     };
     // A band's gradient rows are laid out with the input's row pitch, zeros beyond
     // `ow`: then one run of positions covers the whole band, without per-row work.
+    let band = band.shared_padding((g.kw - 1) * g.dil[1]);
     let pitch = band.row;
     let band = band.cap_rows(GY_WORDS / (OB * pitch));
     let kw = if g.kw == 3 && g.dil[1] == 1 { 3 } else { 1 };
-    let nin = (BUF_WORDS / band.chan).min(cin);
+    // Reads reach `pad` words past the last channel (`Band::shared_padding`).
+    let nin = ((BUF_WORDS - g.pad[1]) / band.chan).min(cin);
     let mut buf = [0.0f32; BUF_WORDS];
-    let mut gyb = [[0.0f32; STEP]; GY_WORDS / STEP];
+    let mut gyb = [0.0f32; GY_WORDS];
     for n in 0..g.n {
         for grp in 0..g.groups {
             let mut oy0 = 0;
             while oy0 < g.oh {
                 let oy1 = (oy0 + band.band_out).min(g.oh);
-                let rows = oy1 - oy0;
-                // Positions of the band: every row but the last with its padding.
-                let npos = (rows - 1) * pitch + g.ow;
                 let mut c0 = 0;
                 while c0 < cin {
                     let ni = nin.min(cin - c0);
@@ -151,27 +154,33 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
                     while o0 < cout {
                         let ob = if cout - o0 >= OB { OB } else { 1 };
                         let oc = grp * cout + o0;
-                        let words = npos * ob;
-                        fill_gradients(
-                            &mut gyb.as_flattened_mut()[..words],
-                            gy,
-                            (n * g.c_out + oc) * op + oy0 * g.ow,
-                            op,
-                            g.ow,
-                            pitch,
-                            ob,
-                        );
-                        for i in 0..ni {
-                            for t0 in (0..taps).step_by(kw) {
-                                let off = band.tap_offset(t0 / g.kw, t0 % g.kw, g.dil);
-                                let xr = &buf[i * band.chan + off..(i + 1) * band.chan];
-                                let at = |o: usize| ((oc + o) * cin + c0 + i) * taps + t0;
-                                let gq = &gyb[..words.div_ceil(STEP)];
-                                match (ob, kw) {
-                                    (OB, 3) => add(gw, &dots_4_k3(gq, xr, npos), at),
-                                    (OB, _) => add(gw, &dots_4_k1(gq, xr, npos), at),
-                                    (_, 3) => add(gw, &dots_1_k3(gq, xr, npos), at),
-                                    _ => add(gw, &dots_1_k1(gq, xr, npos), at),
+                        let gyb = &mut gyb[..(oy1 - oy0) * pitch * ob];
+                        let gy_at = (n * g.c_out + oc) * op + oy0 * g.ow;
+                        fill_gradients(gyb, &gy[gy_at..], op, g.ow, pitch, ob);
+                        for ky in 0..g.kh {
+                            // Output rows whose input row `oy + ky * dil` is not padding:
+                            // the others add zeros, and are skipped.
+                            let shift = ky * g.dil[0];
+                            let lo = g.pad[0].saturating_sub(shift).max(oy0);
+                            let hi = (g.pad[0] + g.h).saturating_sub(shift).min(oy1);
+                            if lo >= hi {
+                                continue;
+                            }
+                            let (p0, p1) = ((lo - oy0) * pitch, (hi - 1 - oy0) * pitch + g.ow);
+                            let gq = &gyb[p0 * ob..p1 * ob];
+                            for i in 0..ni {
+                                for kx in (0..g.kw).step_by(kw) {
+                                    let off = i * band.chan + band.tap_offset(ky, kx, g.dil) + p0;
+                                    let xr = &buf[off..];
+                                    let at = ((oc * cin + c0 + i) * taps) + ky * g.kw + kx;
+                                    let gw = &mut gw[at..];
+                                    let ostride = cin * taps;
+                                    match (ob, kw) {
+                                        (OB, 3) => dots_4_k3(gq, xr, gw, ostride),
+                                        (OB, _) => dots_4_k1(gq, xr, gw, ostride),
+                                        (_, 3) => dots_1_k3(gq, xr, gw, ostride),
+                                        _ => dots_1_k1(gq, xr, gw, ostride),
+                                    }
                                 }
                             }
                         }
@@ -186,43 +195,24 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
     true
 }
 
-/// Copies `ob` gradient planes (`plane` words apart, from `gy[first..]`) into `gyb`
+/// Copies `ob` gradient planes (`plane` words apart, from `gy[0..]`) into `gyb`
 /// interleaved, `gyb[(r * pitch + ox) * ob + o]`, with zeros for `ox >= ow`.
-fn fill_gradients(
-    gyb: &mut [f32],
-    gy: &[f32],
-    first: usize,
-    plane: usize,
-    ow: usize,
-    pitch: usize,
-    ob: usize,
-) {
-    let rows = gyb.len().div_ceil(pitch * ob);
-    for r in 0..rows {
-        let at = r * pitch * ob;
-        let len = (gyb.len() - at).min(pitch * ob);
-        let dst = &mut gyb[at..][..len];
+fn fill_gradients(gyb: &mut [f32], gy: &[f32], plane: usize, ow: usize, pitch: usize, ob: usize) {
+    for (r, dst) in gyb.chunks_exact_mut(pitch * ob).enumerate() {
+        let (data, pad) = dst.split_at_mut(ow * ob);
         if ob == OB {
-            let src: [&[f32]; OB] = core::array::from_fn(|o| &gy[first + o * plane + r * ow..][..ow]);
-            let (data, pad) = dst.split_at_mut(ow * OB);
-            // Constant channel indices: a loop over them would index `src` at run time.
-            for (ox, cell) in data.chunks_exact_mut(OB).enumerate() {
-                unroll!([0, 1, 2, 3], O => { cell[O] = src[O][ox]; });
+            let src = |o: usize| &gy[o * plane + r * ow..][..ow];
+            let (s0, s1, s2, s3) = (src(0), src(1), src(2), src(3));
+            // Zipped iterators: no index is checked in the loop.
+            let cells = data.chunks_exact_mut(OB);
+            for ((((cell, &a), &b), &c), &d) in cells.zip(s0).zip(s1).zip(s2).zip(s3) {
+                if let [w0, w1, w2, w3] = cell {
+                    (*w0, *w1, *w2, *w3) = (a, b, c, d);
+                }
             }
-            pad.fill(0.0);
         } else {
-            let (data, pad) = dst.split_at_mut(ow);
-            data.copy_from_slice(&gy[first + r * ow..][..ow]);
-            pad.fill(0.0);
+            data.copy_from_slice(&gy[r * ow..][..ow]);
         }
-    }
-}
-
-/// `gw[at(o) + t] += sums[o][t]`.
-fn add<const B: usize, const K: usize>(gw: &mut [f32], sums: &[[f32; K]; B], at: impl Fn(usize) -> usize) {
-    for (o, row) in sums.iter().enumerate() {
-        for (dst, s) in gw[at(o)..][..K].iter_mut().zip(row) {
-            *dst += s;
-        }
+        pad.fill(0.0);
     }
 }

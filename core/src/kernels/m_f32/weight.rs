@@ -39,14 +39,17 @@ macro_rules! dot_tile {
             let xr = &xr[..n + $kw - 1];
             let mut xw = [0.0f32; WIN];
             unroll!([$($c),*], C => { xw[C] = xr[C]; });
-            let (mut gs, mut xs) = (gy, &xr[$kw - 1..]);
-            let mut full = 0;
-            // Fixed-size arrays: their lengths are types, no index below is checked.
-            while let Some((gq, rest)) = gs.split_first_chunk::<STEP>() {
-                let Some((xn, xrest)) = xs.split_first_chunk::<$px>() else {
+            let steps = gy.chunks_exact(STEP);
+            let mut gs = steps.remainder();
+            let (mut xs, mut full) = (&xr[$kw - 1..], 0);
+            for gq in steps {
+                // Fixed-size arrays: their lengths are types, no index below is checked.
+                let (Ok(gq), Some((xn, rest))) =
+                    (<&[f32; STEP]>::try_from(gq), xs.split_first_chunk::<$px>())
+                else {
                     break;
                 };
-                (gs, xs, full) = (rest, xrest, full + $px);
+                (xs, full) = (rest, full + $px);
                 unroll!([$($p),*], P => { xw[$kw - 1 + P] = xn[P]; });
                 unroll!([$($p),*], P => {
                     unroll!([$($o),*], O => {

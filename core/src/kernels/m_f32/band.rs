@@ -152,20 +152,25 @@ impl Band {
     /// and rows wholly outside the source: `buf` must start zeroed, and every fill of
     /// one layout leaves the padding columns zero.
     pub fn fill(&self, buf: &mut [f32], src: &[f32], count: usize, r0: usize) {
-        let plane = self.h * self.w;
-        for (c, dst) in buf[..count * self.chan].chunks_exact_mut(self.chan).enumerate() {
-            let s = &src[c * plane..][..plane];
-            for (r, drow) in dst.chunks_exact_mut(self.row).enumerate() {
-                let Some(sr) = (r0 + r).checked_sub(self.pad[0]).filter(|&sr| sr < self.h) else {
-                    drow.fill(0.0);
-                    continue;
-                };
-                let srow = &s[sr * self.w..][..self.w];
+        let (plane, row, w) = (self.h * self.w, self.row, self.w);
+        let rows = self.chan / row.max(1);
+        // Band rows `lo..hi` hold source rows `r0 + r - pad`; the others are zeros.
+        let lo = self.pad[0].saturating_sub(r0).min(rows);
+        let hi = (self.pad[0] + self.h).saturating_sub(r0).clamp(lo, rows);
+        for c in 0..count {
+            let dst = &mut buf[c * self.chan..][..rows * row];
+            dst[..lo * row].fill(0.0);
+            dst[hi * row..].fill(0.0);
+            if hi == lo {
+                continue;
+            }
+            let s = &src[c * plane + (r0 + lo - self.pad[0]) * w..][..(hi - lo) * w];
+            for (drow, srow) in dst[lo * row..hi * row]
+                .chunks_exact_mut(row)
+                .zip(s.chunks_exact(w))
+            {
                 if self.sx == 1 {
-                    // Word by word: a `memcpy` call costs more than a row of W1.
-                    for (d, &v) in drow[self.pad[1]..][..self.w].iter_mut().zip(srow) {
-                        *d = v;
-                    }
+                    copy_row(&mut drow[self.pad[1]..][..w], srow);
                 } else {
                     for (c, &v) in srow.iter().enumerate() {
                         let pc = c + self.pad[1];
@@ -174,5 +179,35 @@ impl Band {
                 }
             }
         }
+    }
+}
+
+/// `dst.copy_from_slice(src)` (equal lengths) eight words at a time.
+fn copy_row(dst: &mut [f32], src: &[f32]) {
+    let (mut d8, mut s8) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
+    for (d, s) in (&mut d8).zip(&mut s8) {
+        if let (Ok(d), Ok(s)) = (<&mut [f32; 8]>::try_from(d), <&[f32; 8]>::try_from(s)) {
+            let [a, b, c, e, f, g, h, i] = *s;
+            *d = [a, b, c, e, f, g, h, i];
+        }
+    }
+    let (d, s) = (d8.into_remainder(), s8.remainder());
+    let (mut d4, mut s4) = (d.chunks_exact_mut(4), s.chunks_exact(4));
+    for (d, s) in (&mut d4).zip(&mut s4) {
+        if let (Ok(d), Ok(s)) = (<&mut [f32; 4]>::try_from(d), <&[f32; 4]>::try_from(s)) {
+            let [a, b, c, e] = *s;
+            *d = [a, b, c, e];
+        }
+    }
+    // The last words one by one, unrolled: a loop would become a `memcpy` call.
+    let (d, s) = (d4.into_remainder(), s4.remainder());
+    if let (Some(d), Some(&v)) = (d.get_mut(0), s.first()) {
+        *d = v;
+    }
+    if let (Some(d), Some(&v)) = (d.get_mut(1), s.get(1)) {
+        *d = v;
+    }
+    if let (Some(d), Some(&v)) = (d.get_mut(2), s.get(2)) {
+        *d = v;
     }
 }

@@ -13,7 +13,7 @@
 //!   kernel's reach use the generic kernels: same results, no workspace.
 
 use super::band::Band;
-use super::tile::{rows_1x8_k1, rows_1x8_k3, rows_4x4_k1, rows_4x4_k3, Rows, Src};
+use super::tile::{rows2_1x8_k3, rows_1x8_k1, rows_1x8_k3, rows_4x4_k1, rows_4x4_k3, Rows, Src};
 use super::{BUF_WORDS, OB, PACK_WORDS};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
@@ -101,6 +101,9 @@ impl Corr<'_> {
             1
         };
         let groups = taps / kw;
+        // One output channel: two output rows share each input window when kernel rows
+        // read neighbouring band rows (`tile::rows2_1x8_k3`).
+        let pairs = kw == 3 && self.stride[0] == 1 && dil[0] == 1;
         let nin = (BUF_WORDS / band.chan)
             .min(PACK_WORDS / (OB * taps).max(1))
             .min(self.cin);
@@ -151,6 +154,7 @@ impl Corr<'_> {
                             match (ob, kw) {
                                 (OB, 3) => rows_4x4_k3(&s, &rows, dst, bias4(bias_of)),
                                 (OB, _) => rows_4x4_k1(&s, &rows, dst, bias4(bias_of)),
+                                (_, 3) if pairs => rows2_1x8_k3(&s, &rows, self.k[0], dst, bias_of(0)),
                                 (_, 3) => rows_1x8_k3(&s, &rows, dst, bias_of(0).map(|b| [b])),
                                 _ => rows_1x8_k1(&s, &rows, dst, bias_of(0).map(|b| [b])),
                             }

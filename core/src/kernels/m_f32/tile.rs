@@ -148,3 +148,104 @@ corr_rows!(
     kxs = [0],
     win = [0, 1, 2, 3, 4, 5, 6, 7]
 );
+
+/// Loads lanes `0..cols` of `r` into `a` (the rest zero), or all `bias` when given.
+macro_rules! load_lanes {
+    ($a:ident, $r:expr, $cols:expr, $bias:expr) => {
+        match $bias {
+            Some(b) => unroll!([0, 1, 2, 3, 4, 5, 6, 7], L => { $a[L] = b; }),
+            None if $cols == 8 => {
+                let r = &$r[..8];
+                unroll!([0, 1, 2, 3, 4, 5, 6, 7], L => { $a[L] = r[L]; });
+            }
+            None => {
+                let r = &$r[..$cols];
+                unroll!([0, 1, 2, 3, 4, 5, 6, 7], L => {
+                    $a[L] = if L < $cols { r[L] } else { 0.0 };
+                });
+            }
+        }
+    };
+}
+
+/// Stores lanes `0..cols` of `a` into `r`.
+macro_rules! store_lanes {
+    ($a:ident, $r:expr, $cols:expr) => {
+        if $cols == 8 {
+            let r = &mut $r[..8];
+            unroll!([0, 1, 2, 3, 4, 5, 6, 7], L => { r[L] = $a[L]; });
+        } else {
+            let r = &mut $r[..$cols];
+            unroll!([0, 1, 2, 3, 4, 5, 6, 7], L => {
+                if L < $cols {
+                    r[L] = $a[L];
+                }
+            });
+        }
+    };
+}
+
+/// `a[l] += w[0] * x[l] + w[1] * x[l + 1] + w[2] * x[l + 2]` (in that order) for the 8 lanes.
+macro_rules! row_taps {
+    ($a:ident, $w:expr, $x:expr) => {
+        unroll!([0, 1, 2], KX => {
+            let w = $w[KX];
+            unroll!([0, 1, 2, 3, 4, 5, 6, 7], L => { $a[L] += w * $x[L + KX]; });
+        });
+    };
+}
+
+/// The one-channel tile of 8 outputs of two neighbouring rows, for 3-wide kernel rows
+/// `kh` high whose rows read neighbouring band rows (row stride and dilation 1, so
+/// `src.offs` holds `kh` groups per input channel, `rows.row_step` apart): the window
+/// of band row `j` serves kernel row `j` of output row `oy` and kernel row `j - 1` of
+/// row `oy + 1`, so each input window is loaded once for both rows (a one-channel
+/// correlation has no output channels to share it with). An odd last row goes to
+/// [`rows_1x8_k3`]. Same order of additions as [`rows_1x8_k3`] (per row: input
+/// channel by channel, kernel row by row, tap by tap).
+#[inline(never)]
+pub(crate) fn rows2_1x8_k3(src: &Src, rows: &Rows, kh: usize, out: &mut [f32], bias: Option<f32>) {
+    let step = rows.row_step;
+    let mut oy = rows.oy0;
+    while oy + 1 < rows.oy1 {
+        let rb = (oy - rows.oy0) * step;
+        let mut ox = 0;
+        while ox < rows.ow {
+            let cols = (rows.ow - ox).min(8);
+            let at = oy * rows.ow + ox;
+            let (mut a0, mut a1) = ([0.0f32; 8], [0.0f32; 8]);
+            load_lanes!(a0, out[at..], cols, bias);
+            load_lanes!(a1, out[at + rows.ow..], cols, bias);
+            let base = rb + ox;
+            for (wc, offs) in src.wpack.chunks_exact(3 * kh).zip(src.offs.chunks_exact(kh)) {
+                let first = base + offs[0];
+                let win = |j: usize| -> [f32; 10] {
+                    let s = &src.buf[first + j * step..][..10];
+                    [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9]]
+                };
+                let x = win(0);
+                row_taps!(a0, wc[..3], x);
+                for j in 1..kh {
+                    let x = win(j);
+                    row_taps!(a1, wc[3 * (j - 1)..][..3], x);
+                    row_taps!(a0, wc[3 * j..][..3], x);
+                }
+                let x = win(kh);
+                row_taps!(a1, wc[3 * (kh - 1)..][..3], x);
+            }
+            store_lanes!(a0, out[at..], cols);
+            store_lanes!(a1, out[at + rows.ow..], cols);
+            ox += 8;
+        }
+        oy += 2;
+    }
+    if oy < rows.oy1 {
+        let last = Rows { oy0: oy, ..*rows };
+        // The last row's band offset: `(oy - oy0) * step` from the band start.
+        let src = Src {
+            buf: &src.buf[(oy - rows.oy0) * step..],
+            ..*src
+        };
+        rows_1x8_k3(&src, &last, out, bias.map(|b| [b]));
+    }
+}

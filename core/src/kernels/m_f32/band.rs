@@ -161,14 +161,9 @@ impl Band {
             let dst = &mut buf[c * self.chan..][..rows * row];
             dst[..lo * row].fill(0.0);
             dst[hi * row..].fill(0.0);
-            if hi == lo {
-                continue;
-            }
-            let s = &src[c * plane + (r0 + lo - self.pad[0]) * w..][..(hi - lo) * w];
-            for (drow, srow) in dst[lo * row..hi * row]
-                .chunks_exact_mut(row)
-                .zip(s.chunks_exact(w))
-            {
+            for r in lo..hi {
+                let srow = &src[c * plane + (r0 + r - self.pad[0]) * w..][..w];
+                let drow = &mut dst[r * row..][..row];
                 if self.sx == 1 {
                     copy_row(&mut drow[self.pad[1]..][..w], srow);
                 } else {
@@ -182,25 +177,18 @@ impl Band {
     }
 }
 
-/// `dst.copy_from_slice(src)` (equal lengths) eight words at a time.
+/// `dst.copy_from_slice(src)` (equal lengths) four words at a time: a loop of single
+/// words would become a `memcpy` call, which costs more than a row of W1.
 fn copy_row(dst: &mut [f32], src: &[f32]) {
-    let (mut d8, mut s8) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
-    for (d, s) in (&mut d8).zip(&mut s8) {
-        if let (Ok(d), Ok(s)) = (<&mut [f32; 8]>::try_from(d), <&[f32; 8]>::try_from(s)) {
-            let [a, b, c, e, f, g, h, i] = *s;
-            *d = [a, b, c, e, f, g, h, i];
+    let n = dst.len().min(src.len());
+    let (d4, d) = dst[..n].split_at_mut(n / 4 * 4);
+    let (s4, s) = src[..n].split_at(n / 4 * 4);
+    for (d, s) in d4.chunks_exact_mut(4).zip(s4.chunks_exact(4)) {
+        if let ([d0, d1, d2, d3], [s0, s1, s2, s3]) = (d, s) {
+            (*d0, *d1, *d2, *d3) = (*s0, *s1, *s2, *s3);
         }
     }
-    let (d, s) = (d8.into_remainder(), s8.remainder());
-    let (mut d4, mut s4) = (d.chunks_exact_mut(4), s.chunks_exact(4));
-    for (d, s) in (&mut d4).zip(&mut s4) {
-        if let (Ok(d), Ok(s)) = (<&mut [f32; 4]>::try_from(d), <&[f32; 4]>::try_from(s)) {
-            let [a, b, c, e] = *s;
-            *d = [a, b, c, e];
-        }
-    }
-    // The last words one by one, unrolled: a loop would become a `memcpy` call.
-    let (d, s) = (d4.into_remainder(), s4.remainder());
+    // The last words one by one, unrolled.
     if let (Some(d), Some(&v)) = (d.get_mut(0), s.first()) {
         *d = v;
     }

@@ -13,7 +13,7 @@
 //!   kernel's reach use the generic kernels: same results, no workspace.
 
 use super::band::Band;
-use super::tile::{rows2_1x8_k3, rows_1x8_k1, rows_1x8_k3, rows_4x4_k1, rows_4x4_k3, Rows, Src};
+use super::tile::{rows2_1x7_k3, rows_1x8_k1, rows_1x8_k3, rows_4x4_k1, rows_4x4_k3, Rows, Src, PAIR_COLS};
 use super::{BUF_WORDS, OB, PACK_WORDS};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
@@ -102,8 +102,15 @@ impl Corr<'_> {
         };
         let groups = taps / kw;
         // One output channel: two output rows share each input window when kernel rows
-        // read neighbouring band rows (`tile::rows2_1x8_k3`).
-        let pairs = kw == 3 && self.stride[0] == 1 && dil[0] == 1;
+        // read neighbouring band rows (`tile::rows2_1x7_k3`), for rows of whole 7-wide tiles.
+        let pairs =
+            kw == 3 && self.k[0] == 3 && self.stride[0] == 1 && dil[0] == 1 && self.out[1] % PAIR_COLS == 0;
+        // Whole pairs of rows per band for the one-channel tiles.
+        let band = if pairs && self.cout < OB && band.band_out < self.out[0] && band.band_out > 1 {
+            band.cap_rows(band.band_out & !1)
+        } else {
+            band
+        };
         let nin = (BUF_WORDS / band.chan)
             .min(PACK_WORDS / (OB * taps).max(1))
             .min(self.cin);
@@ -154,7 +161,12 @@ impl Corr<'_> {
                             match (ob, kw) {
                                 (OB, 3) => rows_4x4_k3(&s, &rows, dst, bias4(bias_of)),
                                 (OB, _) => rows_4x4_k1(&s, &rows, dst, bias4(bias_of)),
-                                (_, 3) if pairs => rows2_1x8_k3(&s, &rows, self.k[0], dst, bias_of(0)),
+                                (_, 3) if pairs => {
+                                    if let Some(b) = bias_of(0) {
+                                        dst[oy0 * rows.ow..oy1 * rows.ow].fill(b);
+                                    }
+                                    rows2_1x7_k3(&s, &rows, dst)
+                                }
                                 (_, 3) => rows_1x8_k3(&s, &rows, dst, bias_of(0).map(|b| [b])),
                                 _ => rows_1x8_k1(&s, &rows, dst, bias_of(0).map(|b| [b])),
                             }

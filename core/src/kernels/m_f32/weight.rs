@@ -24,14 +24,15 @@ use crate::kernels::conv::{self as generic, ConvGeom};
 /// as `[f32; STEP]` arrays, without index checks.
 const STEP: usize = 16;
 
-/// Defines `fn $name(gy, xr, gw, ostride)`: `gw[o * ostride + kx] += sum over p of
-/// gy[p * OB + o] * xr[p + kx]` for the `gy.len() / OB` positions of `gy`.
+/// Defines `fn $name(gy, xr, gw, ostride, valid)`: `gw[o * ostride + kx] += sum over p
+/// of gy[p * OB + o] * xr[p + kx]` for the `gy.len() / OB` positions of `gy` and the
+/// first `valid` channels `o` (the others are zero padding of a last, partial block).
 macro_rules! dot_tile {
     ($name:ident, $ob:literal, $kw:literal, $px:literal,
      os = [$($o:literal),*], ps = [$($p:literal),*], kxs = [$($kx:literal),*],
      carry = [$($c:literal),*]) => {
         #[inline(never)]
-        fn $name(gy: &[f32], xr: &[f32], gw: &mut [f32], ostride: usize) {
+        fn $name(gy: &[f32], xr: &[f32], gw: &mut [f32], ostride: usize, valid: usize) {
             const WIN: usize = $px + $kw - 1;
             const _: () = assert!($ob * $px == STEP);
             let n = gy.len() / $ob;
@@ -67,8 +68,10 @@ macro_rules! dot_tile {
                 });
             }
             unroll!([$($o),*], O => {
-                let r = &mut gw[O * ostride..][..$kw];
-                unroll!([$($kx),*], KX => { r[KX] += a[O][KX]; });
+                if O < valid {
+                    let r = &mut gw[O * ostride..][..$kw];
+                    unroll!([$($kx),*], KX => { r[KX] += a[O][KX]; });
+                }
             });
         }
     };
@@ -94,27 +97,6 @@ dot_tile!(
     kxs = [0],
     carry = []
 );
-dot_tile!(
-    dots_1_k3,
-    1,
-    3,
-    16,
-    os = [0],
-    ps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
-    kxs = [0, 1, 2],
-    carry = [0, 1]
-);
-dot_tile!(
-    dots_1_k1,
-    1,
-    1,
-    16,
-    os = [0],
-    ps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
-    kxs = [0],
-    carry = []
-);
-
 /// `gw += correlate(gy, x)`, as [`generic::conv2d_backward_weight`].
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
     if !backward_weight_tiled(g, gy, x, gw) {
@@ -155,11 +137,14 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
                     band.fill(&mut buf, &x[first..], ni, oy0);
                     let mut o0 = 0;
                     while o0 < cout {
-                        let ob = if cout - o0 >= OB { OB } else { 1 };
+                        // A last block of fewer channels runs the same tiles on
+                        // zero gradients for the missing ones (less code than
+                        // one-channel tiles; W1's channel counts are multiples of 4).
+                        let valid = (cout - o0).min(OB);
                         let oc = grp * cout + o0;
-                        let gyb = &mut gyb[..(oy1 - oy0) * pitch * ob];
+                        let gyb = &mut gyb[..(oy1 - oy0) * pitch * OB];
                         let gy_at = (n * g.c_out + oc) * op + oy0 * g.ow;
-                        fill_gradients(gyb, &gy[gy_at..], op, g.ow, pitch, ob);
+                        fill_gradients(gyb, &gy[gy_at..], op, g.ow, pitch, valid);
                         for ky in 0..g.kh {
                             // Output rows whose input row `oy + ky * dil` is not padding:
                             // the others add zeros, and are skipped.
@@ -170,7 +155,7 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
                                 continue;
                             }
                             let (p0, p1) = ((lo - oy0) * pitch, (hi - 1 - oy0) * pitch + g.ow);
-                            let gq = &gyb[p0 * ob..p1 * ob];
+                            let gq = &gyb[p0 * OB..p1 * OB];
                             for i in 0..ni {
                                 for kx in (0..g.kw).step_by(kw) {
                                     let off = i * band.chan + band.tap_offset(ky, kx, g.dil) + p0;
@@ -178,16 +163,15 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
                                     let at = ((oc * cin + c0 + i) * taps) + ky * g.kw + kx;
                                     let gw = &mut gw[at..];
                                     let ostride = cin * taps;
-                                    match (ob, kw) {
-                                        (OB, 3) => dots_4_k3(gq, xr, gw, ostride),
-                                        (OB, _) => dots_4_k1(gq, xr, gw, ostride),
-                                        (_, 3) => dots_1_k3(gq, xr, gw, ostride),
-                                        _ => dots_1_k1(gq, xr, gw, ostride),
+                                    if kw == 3 {
+                                        dots_4_k3(gq, xr, gw, ostride, valid);
+                                    } else {
+                                        dots_4_k1(gq, xr, gw, ostride, valid);
                                     }
                                 }
                             }
                         }
-                        o0 += ob;
+                        o0 += valid;
                     }
                     c0 += ni;
                 }
@@ -198,12 +182,13 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
     true
 }
 
-/// Copies `ob` gradient planes (`plane` words apart, from `gy[0..]`) into `gyb`
-/// interleaved, `gyb[(r * pitch + ox) * ob + o]`, with zeros for `ox >= ow`.
-fn fill_gradients(gyb: &mut [f32], gy: &[f32], plane: usize, ow: usize, pitch: usize, ob: usize) {
-    for (r, dst) in gyb.chunks_exact_mut(pitch * ob).enumerate() {
-        let (data, pad) = dst.split_at_mut(ow * ob);
-        if ob == OB {
+/// Copies the gradient planes of `valid` (1..=`OB`) channels (`plane` words apart,
+/// from `gy[0..]`) into `gyb` interleaved, `gyb[(r * pitch + ox) * OB + o]`, with zeros
+/// for `ox >= ow` and for `o >= valid`.
+fn fill_gradients(gyb: &mut [f32], gy: &[f32], plane: usize, ow: usize, pitch: usize, valid: usize) {
+    for (r, dst) in gyb.chunks_exact_mut(pitch * OB).enumerate() {
+        let (data, pad) = dst.split_at_mut(ow * OB);
+        if valid == OB {
             let src = |o: usize| &gy[o * plane + r * ow..][..ow];
             let (s0, s1, s2, s3) = (src(0), src(1), src(2), src(3));
             // Zipped iterators: no index is checked in the loop.
@@ -214,7 +199,15 @@ fn fill_gradients(gyb: &mut [f32], gy: &[f32], plane: usize, ow: usize, pitch: u
                 }
             }
         } else {
-            data.copy_from_slice(&gy[r * ow..][..ow]);
+            for (ox, cell) in data.chunks_exact_mut(OB).enumerate() {
+                for (o, v) in cell.iter_mut().enumerate() {
+                    *v = if o < valid {
+                        gy[o * plane + r * ow + ox]
+                    } else {
+                        0.0
+                    };
+                }
+            }
         }
         pad.fill(0.0);
     }

@@ -101,10 +101,8 @@ impl Corr<'_> {
             1
         };
         let groups = taps / kw;
-        // One output channel: two output rows share each input window when kernel rows
-        // read neighbouring band rows (`tile::rows2_1x7_k3`), for rows of whole 7-wide tiles.
-        let pairs =
-            kw == 3 && self.k[0] == 3 && self.stride[0] == 1 && dil[0] == 1 && self.out[1] % PAIR_COLS == 0;
+        // One output channel: two output rows share each input window (`row_pairs`).
+        let pairs = row_pairs(self.k, self.stride, dil, self.out[1]);
         // Whole pairs of rows per band for the one-channel tiles.
         let band = if pairs && self.cout < OB && band.band_out < self.out[0] && band.band_out > 1 {
             band.cap_rows(band.band_out & !1)
@@ -180,6 +178,13 @@ impl Corr<'_> {
         }
         true
     }
+}
+
+/// Whether one-channel blocks of a correlation with this kernel, stride, dilation
+/// and output width run on the two-row tile (`tile::rows2_1x7_k3`): 3x3 kernels whose
+/// rows and columns read neighbouring words, over rows of whole 7-wide tiles.
+pub(crate) fn row_pairs(k: [usize; 2], stride: [usize; 2], dil: [usize; 2], ow: usize) -> bool {
+    k == [3, 3] && stride == [1, 1] && dil == [1, 1] && ow % PAIR_COLS == 0
 }
 
 /// The biases of a block of [`OB`] output channels, if the pass overwrites.

@@ -1,18 +1,24 @@
 //! Backward-weight of the M-profile `f32` convolution: `gw += correlate(gy, x)`.
 //!
 //! - Stride 1 only (strided convolutions use the generic kernel). The input planes are
-//!   copied in bands, zero-padded, as in the forward pass (`Band`, `band.rs`); the output
-//!   gradient of `OB` channels is copied for the band interleaved, `[position][o]`,
-//!   with the input's row pitch and zeros in the padding columns, so that one run of
-//!   positions covers the whole band with one pointer for the gradients and one for
-//!   the inputs (the padding columns cost `(w + 2 * pad - ow) / (w + 2 * pad)` of the
-//!   multiply-adds, 2/9 at 7x7, but save all per-row work).
+//!   copied in bands, zero-padded, as in the forward pass (`Band`, `band.rs`), in rows
+//!   of `w + pad` words where the padding is within the kernel's reach (a row's right
+//!   padding is the next row's left padding); the output gradient of `OB` channels is
+//!   copied for the band interleaved, `[position][o]`, with the input's row pitch and
+//!   zeros in the padding columns, so that one run of positions covers the whole band
+//!   with one pointer for the gradients and one for the inputs (the padding columns
+//!   cost `(pitch - ow) / pitch` of the multiply-adds, 1/8 at 7x7 (2/9 with the full
+//!   padded pitch), but save all per-row work).
+//! - A kernel row whose input row is padding for the first or last output rows (the
+//!   top and bottom of the plane) runs over the other rows only: those add zeros.
 //! - A register tile is `OB` output channels x one tap group (`KW` taps of a kernel row
 //!   that read neighbouring words, or one tap) of one input channel: `OB * KW` sums.
 //!   Along the positions it takes `PX` per step: `OB * PX` gradient loads
 //!   and `PX` new input loads (the window's other `KW - 1` words are carried over in
-//!   registers from the step before) feed `OB * PX * KW` multiply-adds.
-//! - The sums cover a whole band before they are added to `gw`, so their order differs
+//!   registers from the step before) feed `OB * PX * KW` multiply-adds. A last block of
+//!   fewer than `OB` channels runs the same tiles on zero gradients for the missing
+//!   ones (one-channel tiles cost 1 KB of flash that `finetune` does not have).
+//! - The sums cover a band before they are added to `gw`, so their order differs
 //!   from the generic kernel's: results agree to rounding.
 
 use super::band::Band;

@@ -190,7 +190,9 @@ pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
 
 /// Copies the gradient planes of `valid` (1..=`OB`) channels (`plane` words apart,
 /// from `gy[0..]`) into `gyb` interleaved, `gyb[(r * pitch + ox) * OB + o]`, with zeros
-/// for `ox >= ow` and for `o >= valid`.
+/// for `ox >= ow` and for `o >= valid`. Not inlined: in the driver its loop ran out of
+/// registers (13 instructions per 4 words, 9 on its own).
+#[inline(never)]
 fn fill_gradients(gyb: &mut [f32], gy: &[f32], plane: usize, ow: usize, pitch: usize, valid: usize) {
     for (r, dst) in gyb.chunks_exact_mut(pitch * OB).enumerate() {
         let (data, pad) = dst.split_at_mut(ow * OB);

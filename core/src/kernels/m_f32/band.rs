@@ -161,12 +161,14 @@ impl Band {
             let dst = &mut buf[c * self.chan..][..rows * row];
             dst[..lo * row].fill(0.0);
             dst[hi * row..].fill(0.0);
+            // Source row of band row `r`: `r0 + r - pad` (`lo` is at least `pad - r0`).
+            let s0 = c * plane + (r0 + lo - self.pad[0]) * w;
             for r in lo..hi {
-                let srow = &src[c * plane + (r0 + r - self.pad[0]) * w..][..w];
-                let drow = &mut dst[r * row..][..row];
+                let srow = &src[s0 + (r - lo) * w..][..w];
                 if self.sx == 1 {
-                    copy_row(&mut drow[self.pad[1]..][..w], srow);
+                    copy_row(&mut dst[r * row + self.pad[1]..][..w], srow);
                 } else {
+                    let drow = &mut dst[r * row..][..row];
                     for (c, &v) in srow.iter().enumerate() {
                         let pc = c + self.pad[1];
                         drow[(pc % self.sx) * self.pw + pc / self.sx] = v;

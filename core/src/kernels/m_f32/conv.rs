@@ -13,7 +13,7 @@
 //!   kernel's reach use the generic kernels: same results, no workspace.
 
 use super::band::Band;
-use super::tile::{rows_1x8_k1, rows_1x8_k3, rows_4x4_k1, rows_4x4_k3, Rows, Src};
+use super::tile::{rows2_1x7_k3, rows_1x8_k1, rows_1x8_k3, rows_4x4_k1, rows_4x4_k3, Rows, Src, PAIR_COLS};
 use super::{BUF_WORDS, OB, PACK_WORDS};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
@@ -101,6 +101,14 @@ impl Corr<'_> {
             1
         };
         let groups = taps / kw;
+        // One output channel: two output rows share each input window (`row_pairs`).
+        let pairs = row_pairs(self.k, self.stride, dil, self.out[1]);
+        // Whole pairs of rows per band for the one-channel tiles.
+        let band = if pairs && self.cout < OB && band.band_out < self.out[0] && band.band_out > 1 {
+            band.cap_rows(band.band_out & !1)
+        } else {
+            band
+        };
         let nin = (BUF_WORDS / band.chan)
             .min(PACK_WORDS / (OB * taps).max(1))
             .min(self.cin);
@@ -151,6 +159,12 @@ impl Corr<'_> {
                             match (ob, kw) {
                                 (OB, 3) => rows_4x4_k3(&s, &rows, dst, bias4(bias_of)),
                                 (OB, _) => rows_4x4_k1(&s, &rows, dst, bias4(bias_of)),
+                                (_, 3) if pairs => {
+                                    if let Some(b) = bias_of(0) {
+                                        dst[oy0 * rows.ow..oy1 * rows.ow].fill(b);
+                                    }
+                                    rows2_1x7_k3(&s, &rows, dst)
+                                }
                                 (_, 3) => rows_1x8_k3(&s, &rows, dst, bias_of(0).map(|b| [b])),
                                 _ => rows_1x8_k1(&s, &rows, dst, bias_of(0).map(|b| [b])),
                             }
@@ -164,6 +178,13 @@ impl Corr<'_> {
         }
         true
     }
+}
+
+/// Whether one-channel blocks of a correlation with this kernel, stride, dilation
+/// and output width run on the two-row tile (`tile::rows2_1x7_k3`): 3x3 kernels whose
+/// rows and columns read neighbouring words, over rows of whole 7-wide tiles.
+pub(crate) fn row_pairs(k: [usize; 2], stride: [usize; 2], dil: [usize; 2], ow: usize) -> bool {
+    k == [3, 3] && stride == [1, 1] && dil == [1, 1] && ow % PAIR_COLS == 0
 }
 
 /// The biases of a block of [`OB`] output channels, if the pass overwrites.

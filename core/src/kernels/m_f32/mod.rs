@@ -5,7 +5,9 @@
 //! - [`conv`]: forward and backward-input (stride 1) on one correlation driver;
 //!   [`weight`]: backward-weight. Planes are copied in bands of rows, zero-padded and
 //!   phase-split, into a stack buffer (`band.rs`), so inner loops have no border
-//!   branches; register tiles (`tile.rs`) hold 4 output channels x 4 outputs (or 1 x 8).
+//!   branches; register tiles (`tile.rs`) hold 4 output channels x 4 outputs, or for a
+//!   single channel 1 x 8 outputs, or 2 rows x 7 outputs sharing each input window
+//!   (3x3 stride-1 kernels, rows of whole tiles).
 //! - Why not the host kernels (`fast_f32`): their 8-lane tiles of 4 channels need 32
 //!   accumulators, and their buffers are 80 KiB of stack; here the stack is bounded by
 //!   [`STACK_WORDS`] words (about 11 KiB) whatever the shape, and nothing comes from

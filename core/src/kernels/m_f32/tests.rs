@@ -184,3 +184,56 @@ fn channel_splitting_bands_and_fallbacks_match_generic() {
         assert_eq!(check(&mut rng, &g), want, "{g:?}");
     }
 }
+
+#[test]
+fn one_channel_row_pairs_match_generic() {
+    use crate::kernels::m_f32::conv::row_pairs;
+    let mut rng = Rng::new(11);
+    // (n, c_in, c_out, [h, w], groups): one output channel per group in forward
+    // (c_out / groups == 1) or in backward-input (c_in / groups == 1), rows of whole
+    // 7-wide tiles; odd heights leave a last single row, tall planes split into
+    // bands of an even number of rows, bias on or off (random in `check`).
+    let cases = [
+        (1, 1, 8, [28, 28], 1),
+        (2, 1, 8, [13, 14], 1),
+        (1, 8, 1, [28, 28], 1),
+        (2, 3, 1, [9, 7], 1),
+        (1, 5, 1, [120, 21], 1),
+        (2, 4, 4, [11, 14], 4),
+        (1, 6, 3, [7, 35], 3),
+        (1, 1, 3, [1, 7], 1),
+    ];
+    for (n, c_in, c_out, hw, groups) in cases {
+        let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], groups).unwrap();
+        assert!(row_pairs([3, 3], [1, 1], g.dil, g.ow), "{g:?}");
+        assert_eq!(check(&mut rng, &g), ALL, "{g:?}");
+    }
+    // Not whole tiles, or dilated rows: the one-row tile, still tiled.
+    for (hw, d) in [([10, 10], [1, 1]), ([12, 14], [2, 1]), ([12, 14], [1, 2])] {
+        let g = geom(2, 1, 2, hw, [3, 3], [1, 1], d, d, 1).unwrap();
+        assert!(!row_pairs([3, 3], [1, 1], g.dil, g.ow), "{g:?}");
+        assert_eq!(check(&mut rng, &g), ALL, "{g:?}");
+    }
+}
+
+#[test]
+fn backward_weight_partial_channel_blocks_and_padding_rows_match_generic() {
+    let mut rng = Rng::new(13);
+    // Output channels per group that leave a last block of 1..3 (zero gradients for
+    // the missing channels), with padding below, equal to and beyond the kernel's
+    // reach (rows of `w + pad` words, or the full padded pitch), and dilated rows
+    // whose first and last taps skip the padding rows.
+    for (c_out, groups) in [(1, 1), (2, 1), (3, 1), (5, 1), (7, 1), (6, 2), (9, 3)] {
+        for (p, d) in [
+            ([0, 0], [1, 1]),
+            ([1, 1], [1, 1]),
+            ([2, 2], [2, 2]),
+            ([3, 3], [1, 1]),
+            ([2, 0], [2, 1]),
+        ] {
+            let g = geom(2, 2 * groups, c_out, [9, 11], [3, 3], [1, 1], p, d, groups).unwrap();
+            let bwi = p[0] <= 2 * d[0] && p[1] <= 2 * d[1];
+            assert_eq!(check(&mut rng, &g), tiled(true, bwi, true), "{g:?}");
+        }
+    }
+}

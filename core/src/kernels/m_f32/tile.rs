@@ -148,3 +148,79 @@ corr_rows!(
     kxs = [0],
     win = [0, 1, 2, 3, 4, 5, 6, 7]
 );
+
+/// `a[l] += w[0] * x[l]`, then `+= w[1] * x[l + 1]`, then `+= w[2] * x[l + 2]`, for
+/// the 7 lanes.
+macro_rules! row_taps7 {
+    ($a:ident, $w:expr, $x:expr) => {
+        unroll!([0, 1, 2], KX => {
+            let w = $w[KX];
+            unroll!([0, 1, 2, 3, 4, 5, 6], L => { $a[L] += w * $x[L + KX]; });
+        });
+    };
+}
+
+/// Lanes of [`rows2_1x7_k3`].
+pub(crate) const PAIR_COLS: usize = 7;
+
+/// The one-channel tile of 7 outputs of two neighbouring rows, for 3x3 kernels whose
+/// rows read neighbouring band rows (row stride and dilation 1, so `src.offs` holds 3
+/// groups per input channel, `rows.row_step` apart): the window of band row `j`
+/// serves kernel row `j` of output row `oy` and kernel row `j - 1` of row `oy + 1`,
+/// so 4 windows feed 126 multiply-adds per input channel, where one row at a time
+/// loads 6 for 63 (a one-channel correlation has no output channels to share a
+/// window with). 7 lanes: 14 sums, a 9-word window and a weight fit the 32 registers,
+/// and rows of 28, 14 and 7 (W1 at 28x28) are whole tiles; only rows of a multiple
+/// of 7 outputs come here (no partial tiles: less code). It adds to `out` (a bias is
+/// written first by the caller). An odd last row goes to [`rows_1x8_k3`]. Same order of additions as [`rows_1x8_k3`]
+/// (per output: input channel by channel, kernel row by row, tap by tap).
+#[inline(never)]
+pub(crate) fn rows2_1x7_k3(src: &Src, rows: &Rows, out: &mut [f32]) {
+    let step = rows.row_step;
+    let mut oy = rows.oy0;
+    while oy + 1 < rows.oy1 {
+        let rb = (oy - rows.oy0) * step;
+        let mut ox = 0;
+        while ox < rows.ow {
+            let at = oy * rows.ow + ox;
+            let (mut a0, mut a1) = ([0.0f32; 7], [0.0f32; 7]);
+            let (r0, r1) = (&out[at..][..7], &out[at + rows.ow..][..7]);
+            unroll!([0, 1, 2, 3, 4, 5, 6], L => {
+                (a0[L], a1[L]) = (r0[L], r1[L]);
+            });
+            let base = rb + ox;
+            for (wc, offs) in src.wpack.chunks_exact(9).zip(src.offs.chunks_exact(3)) {
+                let s = &src.buf[base + offs[0]..][..3 * step + 9];
+                let win = |j: usize| -> [f32; 9] {
+                    let s = &s[j * step..][..9];
+                    [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8]]
+                };
+                let x = win(0);
+                row_taps7!(a0, wc[0..3], x);
+                let x = win(1);
+                row_taps7!(a1, wc[0..3], x);
+                row_taps7!(a0, wc[3..6], x);
+                let x = win(2);
+                row_taps7!(a1, wc[3..6], x);
+                row_taps7!(a0, wc[6..9], x);
+                let x = win(3);
+                row_taps7!(a1, wc[6..9], x);
+            }
+            let r0 = &mut out[at..][..7];
+            unroll!([0, 1, 2, 3, 4, 5, 6], L => { r0[L] = a0[L]; });
+            let r1 = &mut out[at + rows.ow..][..7];
+            unroll!([0, 1, 2, 3, 4, 5, 6], L => { r1[L] = a1[L]; });
+            ox += 7;
+        }
+        oy += 2;
+    }
+    if oy < rows.oy1 {
+        let last = Rows { oy0: oy, ..*rows };
+        // The last row's band offset: `(oy - oy0) * step` from the band start.
+        let src = Src {
+            buf: &src.buf[(oy - rows.oy0) * step..],
+            ..*src
+        };
+        rows_1x8_k3(&src, &last, out, None);
+    }
+}

@@ -279,30 +279,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(())
     }
 
-    /// Runs one record's backward rule (each lives beside its forward in `ops/`).
+    /// Runs one record's backward rule: the function its op chose when it recorded
+    /// (each lives beside its forward in `ops/`), so only recorded ops' rules are linked.
     fn backward_node(&mut self, i: usize) -> Result<()> {
         if self.arena.is_meta() {
             return Ok(());
         }
-        match self.nodes[i].op {
-            Op::Leaf => Ok(()),
-            Op::Conv2d { x, w, b, p } => self.conv2d_backward(i, x, w, b, p),
-            Op::MaxPool2d { x, p } => self.max_pool2d_backward(i, x, p),
-            Op::AvgPool2d { x, p } => self.avg_pool2d_backward(i, x, p),
-            Op::AdaptiveAvgPool2d { x } => self.adaptive_avg_pool2d_backward(i, x),
-            Op::Linear { x, w, b } => self.linear_backward(i, x, w, b),
-            Op::Relu { x } => self.relu_backward(i, x),
-            Op::ReluMasked { x } => self.relu_masked_backward(i, x),
-            Op::LeakyRelu { x, slope } => self.leaky_relu_backward(i, x, slope),
-            Op::Sigmoid { x } => self.sigmoid_backward(i, x),
-            Op::Tanh { x } => self.tanh_backward(i, x),
-            Op::Add { a, b } => self.add_backward(i, a, b),
-            Op::Mul { a, b } => self.mul_backward(i, a, b),
-            Op::Reshape { x } => self.reshape_backward(i, x),
-            Op::CrossEntropy { logits } => self.cross_entropy_backward(i, logits),
-            Op::MseLoss { x, t } => self.mse_loss_backward(i, x, t),
-            Op::Pad { x, p } => self.pad_backward(i, x, p),
-            Op::Interpolate { x, mode } => self.interpolate_backward(i, x, mode),
+        match (self.nodes[i].op, self.nodes[i].backward) {
+            (Op::Leaf, _) => Ok(()),
+            (_, Some(rule)) => rule(self, i),
+            (_, None) => Err(Error::InvalidState {
+                what: "record without a backward rule (engine bug)",
+            }),
         }
     }
 }

@@ -81,29 +81,38 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         if !self.arena.is_meta() {
-            let mut snap = [Mem::default(); N];
-            for (m, n) in snap.iter_mut().zip(self.nodes.iter()) {
-                *m = Mem {
-                    data: n.data,
-                    saved: n.saved,
-                    grad: n.grad,
-                    spent: n.spent,
-                };
-            }
-            let top = self.arena.mark();
-            self.arena.set_dry(true);
-            let dry = self.walk(id, None);
-            self.arena.set_dry(false);
-            for (n, m) in self.nodes.iter_mut().zip(snap.iter()) {
-                n.data = m.data;
-                n.saved = m.saved;
-                n.grad = m.grad;
-                n.spent = m.spent;
-            }
-            self.arena.set_scratch_top(top);
-            dry?;
+            self.dry_run(id)?;
         }
         self.walk(id, seed)
+    }
+
+    /// The walk in bookkeeping-only mode, then the node table and scratch top put back:
+    /// `Err` if the real walk would run out of arena. Its own frame, never inlined, so
+    /// the node snapshot (`N` records of spans) is off the stack before the real walk
+    /// calls the rules and kernels (on a Cortex-M0 with 16 KiB of RAM that matters).
+    #[inline(never)]
+    fn dry_run(&mut self, id: usize) -> Result<()> {
+        let mut snap = [Mem::default(); N];
+        for (m, n) in snap.iter_mut().zip(self.nodes.iter()) {
+            *m = Mem {
+                data: n.data,
+                saved: n.saved,
+                grad: n.grad,
+                spent: n.spent,
+            };
+        }
+        let top = self.arena.mark();
+        self.arena.set_dry(true);
+        let dry = self.walk(id, None);
+        self.arena.set_dry(false);
+        for (n, m) in self.nodes.iter_mut().zip(snap.iter()) {
+            n.data = m.data;
+            n.saved = m.saved;
+            n.grad = m.grad;
+            n.spent = m.spent;
+        }
+        self.arena.set_scratch_top(top);
+        dry
     }
 
     /// A zeroed gradient for node `j` unless it has one.

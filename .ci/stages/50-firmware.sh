@@ -67,9 +67,9 @@ expect finetune 'heap: 1 allocation\(s\) in total'
 expect finetune 'held-out accuracy: before [0-9]+/[0-9]+, after [0-9]+/[0-9]+ \(required: \+[0-9]+ points\)'
 expect finetune 'PASS finetune'
 
-echo "--- bad_input: corrupt weights, oversized sample, short tape (M4F)"
+echo "--- bad_input: corrupt weights, oversized sample, step longer than the tape (M4F)"
 run_bin bad_input
-expect bad_input 'tape of 16 records: training step refused: tape full: capacity 16; weights kept'
+expect bad_input 'two-sample step on a tape of 32 records: training step refused: tape full: capacity 32; weights kept'
 expect bad_input 'corrupt weights blob refused: corrupt data: weights: CRC-32 checksum mismatch; weights kept'
 expect bad_input 'sample 28x28 skipped, the planner says: arena exhausted: needed [0-9]+ bytes'
 expect bad_input 'step refused: arena exhausted: needed [0-9]+ bytes, [0-9]+ available; weights kept'

@@ -17,6 +17,10 @@
 //! - **A tape of fixed capacity.** `Graph<S, N>` holds at most `N` records; a step that
 //!   needs more gets [`Error::TapeFull`]. The tape is rebuilt every step, so the forward
 //!   code may branch on the input size.
+//! - **Only the backward code a program records.** Each record holds its op's backward
+//!   rule as a function pointer chosen when the op records, so a firmware image links
+//!   the rules of the ops it calls with gradients and no others; [`Graph::no_grad`]
+//!   runs frozen layers without naming any backward code.
 //! - **Meta execution.** [`Graph::meta`] runs the same step code without data and tells
 //!   the exact arena bytes a real step needs.
 //! - **Numbers.** Everything is generic over [`Scalar`]; `f32` and the Q16.16 fixed-point
@@ -93,7 +97,7 @@ pub mod plan;
 pub use arena::Arena;
 pub use error::{Error, Result};
 pub use fixed::Q16;
-pub use graph::{Graph, Tensor, TraceEvent, TraceFn};
+pub use graph::{Graph, NoGrad, Tensor, TraceEvent, TraceFn};
 pub use ops::conv::Conv2dParams;
 pub use ops::interpolate::InterpMode;
 pub use ops::pad::{PadMode, PadParams};

@@ -85,33 +85,32 @@ impl HeadModel {
         target: (usize, usize),
         fill: impl FnOnce(&mut [Q16]),
     ) -> Result<Tensor, Error> {
+        // The frozen part through `no_grad`: it records no gradient path either way
+        // (nothing in it requires one), and this way no backward code of its ops is
+        // linked: only the head's linear and cross-entropy rules are.
         let mut y = g.input_with(&[1, 1, native.0, native.1], fill)?;
         if target != native {
             let mode = InterpMode::Bilinear { align_corners: false };
-            let r = g.interpolate(y, [target.0, target.1], mode)?;
+            let r = g.no_grad().interpolate(y, [target.0, target.1], mode)?;
             g.free(y)?;
             y = r;
         }
         for l in 0..3 {
-            let c = g.conv2d(
-                y,
-                self.conv[2 * l],
-                Some(self.conv[2 * l + 1]),
-                Conv2dParams::padded(1),
-            )?;
+            let (w, b) = (self.conv[2 * l], Some(self.conv[2 * l + 1]));
+            let c = g.no_grad().conv2d(y, w, b, Conv2dParams::padded(1))?;
             g.free(y)?;
-            let r = g.relu_(c)?;
+            let r = g.no_grad().relu_(c)?;
             y = if l < 2 {
-                let m = g.max_pool2d(r, Pool2dParams::square(2))?;
+                let m = g.no_grad().max_pool2d(r, Pool2dParams::square(2))?;
                 g.free(r)?;
                 m
             } else {
                 r
             };
         }
-        let pooled = g.adaptive_avg_pool2d(y, [1, 1])?;
+        let pooled = g.no_grad().adaptive_avg_pool2d(y, [1, 1])?;
         g.free(y)?;
-        let flat = g.flatten(pooled, 1)?;
+        let flat = g.no_grad().flatten(pooled, 1)?;
         g.linear(flat, self.w, Some(self.b))
     }
 

@@ -81,29 +81,38 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         if !self.arena.is_meta() {
-            let mut snap = [Mem::default(); N];
-            for (m, n) in snap.iter_mut().zip(self.nodes.iter()) {
-                *m = Mem {
-                    data: n.data,
-                    saved: n.saved,
-                    grad: n.grad,
-                    spent: n.spent,
-                };
-            }
-            let top = self.arena.mark();
-            self.arena.set_dry(true);
-            let dry = self.walk(id, None);
-            self.arena.set_dry(false);
-            for (n, m) in self.nodes.iter_mut().zip(snap.iter()) {
-                n.data = m.data;
-                n.saved = m.saved;
-                n.grad = m.grad;
-                n.spent = m.spent;
-            }
-            self.arena.set_scratch_top(top);
-            dry?;
+            self.dry_run(id)?;
         }
         self.walk(id, seed)
+    }
+
+    /// The walk in bookkeeping-only mode, then the node table and scratch top put back:
+    /// `Err` if the real walk would run out of arena. Its own frame, never inlined, so
+    /// the node snapshot (`N` records of spans) is off the stack before the real walk
+    /// calls the rules and kernels (on a Cortex-M0 with 16 KiB of RAM that matters).
+    #[inline(never)]
+    fn dry_run(&mut self, id: usize) -> Result<()> {
+        let mut snap = [Mem::default(); N];
+        for (m, n) in snap.iter_mut().zip(self.nodes.iter()) {
+            *m = Mem {
+                data: n.data,
+                saved: n.saved,
+                grad: n.grad,
+                spent: n.spent,
+            };
+        }
+        let top = self.arena.mark();
+        self.arena.set_dry(true);
+        let dry = self.walk(id, None);
+        self.arena.set_dry(false);
+        for (n, m) in self.nodes.iter_mut().zip(snap.iter()) {
+            n.data = m.data;
+            n.saved = m.saved;
+            n.grad = m.grad;
+            n.spent = m.spent;
+        }
+        self.arena.set_scratch_top(top);
+        dry
     }
 
     /// A zeroed gradient for node `j` unless it has one.
@@ -279,30 +288,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(())
     }
 
-    /// Runs one record's backward rule (each lives beside its forward in `ops/`).
+    /// Runs one record's backward rule: the function its op chose when it recorded
+    /// (each lives beside its forward in `ops/`), so only recorded ops' rules are linked.
     fn backward_node(&mut self, i: usize) -> Result<()> {
         if self.arena.is_meta() {
             return Ok(());
         }
-        match self.nodes[i].op {
-            Op::Leaf => Ok(()),
-            Op::Conv2d { x, w, b, p } => self.conv2d_backward(i, x, w, b, p),
-            Op::MaxPool2d { x, p } => self.max_pool2d_backward(i, x, p),
-            Op::AvgPool2d { x, p } => self.avg_pool2d_backward(i, x, p),
-            Op::AdaptiveAvgPool2d { x } => self.adaptive_avg_pool2d_backward(i, x),
-            Op::Linear { x, w, b } => self.linear_backward(i, x, w, b),
-            Op::Relu { x } => self.relu_backward(i, x),
-            Op::ReluMasked { x } => self.relu_masked_backward(i, x),
-            Op::LeakyRelu { x, slope } => self.leaky_relu_backward(i, x, slope),
-            Op::Sigmoid { x } => self.sigmoid_backward(i, x),
-            Op::Tanh { x } => self.tanh_backward(i, x),
-            Op::Add { a, b } => self.add_backward(i, a, b),
-            Op::Mul { a, b } => self.mul_backward(i, a, b),
-            Op::Reshape { x } => self.reshape_backward(i, x),
-            Op::CrossEntropy { logits } => self.cross_entropy_backward(i, logits),
-            Op::MseLoss { x, t } => self.mse_loss_backward(i, x, t),
-            Op::Pad { x, p } => self.pad_backward(i, x, p),
-            Op::Interpolate { x, mode } => self.interpolate_backward(i, x, mode),
+        match (self.nodes[i].op, self.nodes[i].backward) {
+            (Op::Leaf, _) => Ok(()),
+            (_, Some(rule)) => rule(self, i),
+            (_, None) => Err(Error::InvalidState {
+                what: "record without a backward rule (engine bug)",
+            }),
         }
     }
 }

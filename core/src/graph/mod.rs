@@ -17,10 +17,12 @@
 
 mod backward;
 mod memory;
+mod no_grad;
 mod node;
 mod trace;
 
-pub(crate) use node::{Node, NodeId, Op};
+pub use no_grad::NoGrad;
+pub(crate) use node::{BackwardFn, Node, NodeId, Op, RULE_MISMATCH};
 pub use trace::{TraceEvent, TraceFn};
 
 use crate::arena::{Arena, Span};
@@ -42,7 +44,7 @@ pub(crate) const PARAM_GEN: u16 = 0;
 /// inputs and op outputs together).
 pub struct Graph<'a, S: Scalar, const N: usize> {
     pub(crate) arena: Arena<'a, S>,
-    pub(crate) nodes: heapless::Vec<Node, N>,
+    pub(crate) nodes: heapless::Vec<Node<S, N>, N>,
     n_params: usize,
     gen: u16,
     grad_enabled: bool,
@@ -137,7 +139,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         }
     }
 
-    pub(crate) fn node(&self, t: Tensor) -> Result<&Node> {
+    pub(crate) fn node(&self, t: Tensor) -> Result<&Node<S, N>> {
         let id = self.id(t)?;
         Ok(&self.nodes[id])
     }
@@ -216,6 +218,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
                 len: n,
             },
             Op::Leaf,
+            None,
             true,
             Span::EMPTY,
         );
@@ -261,7 +264,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.ensure_room()?;
         let span = self.arena.map_external(data)?;
         let id = self.nodes.len();
-        self.push_node(Node::new(shape, span, Op::Leaf, false, Span::EMPTY))?;
+        self.push_node(Node::new(shape, span, Op::Leaf, None, false, Span::EMPTY))?;
         self.n_params += 1;
         Ok(Tensor {
             id: id as NodeId,
@@ -321,7 +324,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     ) -> Result<Tensor> {
         let shape = Shape::new(dims)?;
         let mark = self.arena.mark();
-        let t = self.push(shape, Op::Leaf, requires_grad, 0)?;
+        let t = self.push(shape, Op::Leaf, None, requires_grad, 0)?;
         if !self.arena.is_meta() {
             let span = self.nodes[t.id as usize].data;
             if let Err(found) = fill(self.arena.get_mut(span)) {
@@ -354,12 +357,14 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         }
     }
 
-    /// Appends a record with a fresh data span of `shape` and `saved_len` saved words.
-    /// On failure nothing is allocated and nothing is recorded.
+    /// Appends a record with a fresh data span of `shape` and `saved_len` saved words;
+    /// `backward` is the op's rule (kept unless `op` is [`Op::Leaf`]). On failure
+    /// nothing is allocated and nothing is recorded.
     pub(crate) fn push(
         &mut self,
         shape: Shape,
         op: Op,
+        backward: Option<BackwardFn<S, N>>,
         requires_grad: bool,
         saved_len: usize,
     ) -> Result<Tensor> {
@@ -373,13 +378,13 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
                 return Err(e);
             }
         };
-        let t = self.push_node(Node::new(shape, data, op, requires_grad, saved))?;
+        let t = self.push_node(Node::new(shape, data, op, backward, requires_grad, saved))?;
         self.trace_last(data.len + saved.len);
         Ok(t)
     }
 
     /// Appends a record whose data span was chosen by the caller (views).
-    pub(crate) fn push_node(&mut self, node: Node) -> Result<Tensor> {
+    pub(crate) fn push_node(&mut self, node: Node<S, N>) -> Result<Tensor> {
         let id = self.nodes.len();
         self.nodes
             .push(node)

@@ -1,12 +1,31 @@
 //! What the tape records for each tensor: its shape, where its data and gradient live,
-//! and the op that produced it (with the parameters backward needs).
+//! the op that produced it (with the parameters backward needs) and that op's
+//! backward rule.
+//!
+//! - The rule is a function pointer the op chooses when it records (it lives beside
+//!   the op's forward in `ops/`), so backward never matches over every op kind: a
+//!   program links the backward rules of the ops it records with gradients and no
+//!   others (an op called only through [`Graph::no_grad`] references none).
 
+use super::Graph;
 use crate::arena::Span;
+use crate::error::{Error, Result};
 use crate::ops::conv::Conv2dParams;
 use crate::ops::interpolate::InterpMode;
 use crate::ops::pad::PadParams;
 use crate::ops::pool::Pool2dParams;
+use crate::scalar::Scalar;
 use crate::shape::Shape;
+
+/// An op's backward rule: `rule(graph, i)` adds node `i`'s contribution to the
+/// gradients of its inputs (node `i`'s output gradient is allocated and its inputs'
+/// gradients exist when it runs).
+pub(crate) type BackwardFn<S, const N: usize> = for<'g> fn(&mut Graph<'g, S, N>, usize) -> Result<()>;
+
+/// What a rule answers when the record it was given is not its op's (an engine bug).
+pub(crate) const RULE_MISMATCH: Error = Error::InvalidState {
+    what: "backward rule given another op's record (engine bug)",
+};
 
 /// Index of a node in the tape.
 pub(crate) type NodeId = u16;
@@ -148,8 +167,8 @@ impl Op {
 }
 
 /// One record of the tape.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Node {
+#[derive(Clone, Copy)]
+pub(crate) struct Node<S: Scalar, const N: usize> {
     pub shape: Shape,
     pub data: Span,
     pub grad: Option<Span>,
@@ -165,11 +184,20 @@ pub(crate) struct Node {
     pub dropped: bool,
     /// Backward ran through this node: its saved values are gone.
     pub spent: bool,
+    /// The op's backward rule (`None` for leaves).
+    pub backward: Option<BackwardFn<S, N>>,
 }
 
-impl Node {
-    /// A record with no memory flags set.
-    pub(crate) fn new(shape: Shape, data: Span, op: Op, requires_grad: bool, saved: Span) -> Node {
+impl<S: Scalar, const N: usize> Node<S, N> {
+    /// A record with no memory flags set; `backward` is kept unless `op` is a leaf.
+    pub(crate) fn new(
+        shape: Shape,
+        data: Span,
+        op: Op,
+        backward: Option<BackwardFn<S, N>>,
+        requires_grad: bool,
+        saved: Span,
+    ) -> Self {
         Node {
             shape,
             data,
@@ -180,6 +208,7 @@ impl Node {
             view: false,
             dropped: false,
             spent: false,
+            backward: if matches!(op, Op::Leaf) { None } else { backward },
         }
     }
 }

@@ -3,19 +3,25 @@
 //! input, since a negative slope would make the output's sign ambiguous.
 
 use crate::error::{Error, Result};
-use crate::graph::{Graph, Node, NodeId, Op, Tensor};
+use crate::graph::{BackwardFn, Graph, Node, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
 use crate::scalar::Scalar;
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Records a one-input element-wise op and runs `f` on every element.
-    fn unary(&mut self, x: Tensor, op: impl FnOnce(NodeId) -> Op, f: impl Fn(S) -> S) -> Result<Tensor> {
+    fn unary(
+        &mut self,
+        x: Tensor,
+        op: impl FnOnce(NodeId) -> Op,
+        rule: BackwardFn<S, N>,
+        f: impl Fn(S) -> S,
+    ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let rg = self.needs_grad(&[Some(xi)]);
         let op = if rg { op(xi as NodeId) } else { Op::Leaf };
-        let out = self.push(xn.shape, op, rg, 0)?;
+        let out = self.push(xn.shape, op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| map(x, y, f))?;
         Ok(out)
@@ -43,10 +49,23 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `max(x, 0)`.
     pub fn relu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, |x| Op::Relu { x }, |v| if v > S::ZERO { v } else { S::ZERO })
+        self.unary(
+            x,
+            |x| Op::Relu { x },
+            Self::relu_rule,
+            |v| if v > S::ZERO { v } else { S::ZERO },
+        )
     }
 
-    pub(crate) fn relu_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
+    /// relu's backward rule, recorded by [`Graph::relu`].
+    fn relu_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Relu { x } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.relu_backward(i, x)
+    }
+
+    fn relu_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         self.unary_backward(i, x, true, |g, y| if y > S::ZERO { g } else { S::ZERO })
     }
 
@@ -59,30 +78,55 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 x,
                 slope: negative_slope,
             },
+            Self::leaky_relu_rule,
             |v| if v > S::ZERO { v } else { a * v },
         )
     }
 
-    pub(crate) fn leaky_relu_backward(&mut self, i: usize, x: NodeId, slope: f32) -> Result<()> {
+    /// leaky_relu's backward rule, recorded by [`Graph::leaky_relu`].
+    fn leaky_relu_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::LeakyRelu { x, slope } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.leaky_relu_backward(i, x, slope)
+    }
+
+    fn leaky_relu_backward(&mut self, i: usize, x: NodeId, slope: f32) -> Result<()> {
         let a = S::from_f32(slope);
         self.unary_backward(i, x, false, |g, v| if v > S::ZERO { g } else { a * g })
     }
 
     /// `1 / (1 + e^-x)`.
     pub fn sigmoid(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, |x| Op::Sigmoid { x }, S::sigmoid)
+        self.unary(x, |x| Op::Sigmoid { x }, Self::sigmoid_rule, S::sigmoid)
     }
 
-    pub(crate) fn sigmoid_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
+    /// sigmoid's backward rule, recorded by [`Graph::sigmoid`].
+    fn sigmoid_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Sigmoid { x } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.sigmoid_backward(i, x)
+    }
+
+    fn sigmoid_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         self.unary_backward(i, x, true, |g, y| g * y * (S::ONE - y))
     }
 
     /// Hyperbolic tangent.
     pub fn tanh(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, |x| Op::Tanh { x }, S::tanh)
+        self.unary(x, |x| Op::Tanh { x }, Self::tanh_rule, S::tanh)
     }
 
-    pub(crate) fn tanh_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
+    /// tanh's backward rule, recorded by [`Graph::tanh`].
+    fn tanh_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Tanh { x } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.tanh_backward(i, x)
+    }
+
+    fn tanh_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         self.unary_backward(i, x, true, |g, y| g * (S::ONE - y * y))
     }
 }
@@ -93,6 +137,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// consumed (later use is refused). Refused, with `x` left intact, when something
     /// recorded still needs `x`'s value for backward or a view of `x` is alive.
     pub fn relu_(&mut self, x: Tensor) -> Result<Tensor> {
+        self.relu_with_(x, Some(Self::relu_masked_rule))
+    }
+
+    /// Records relu_ with `rule` as its backward; `None` records no gradient path.
+    pub(crate) fn relu_with_(&mut self, x: Tensor, rule: Option<BackwardFn<S, N>>) -> Result<Tensor> {
         let xi = self.id(x)?;
         if xi < self.num_params() || !self.can_overwrite(xi) {
             return Err(Error::InvalidState {
@@ -101,7 +150,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         self.ensure_room()?;
         let xn = self.nodes[xi];
-        let rg = self.needs_grad(&[Some(xi)]);
+        let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let n = xn.shape.numel();
         let mark = self.arena.mark();
         let saved = self.arena.alloc(if rg { c::mask_words(n) } else { 0 })?;
@@ -110,7 +159,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         } else {
             Op::Leaf
         };
-        let out = match self.push_node(Node::new(xn.shape, xn.data, op, rg, saved)) {
+        let out = match self.push_node(Node::new(xn.shape, xn.data, op, rule, rg, saved)) {
             Ok(t) => t,
             Err(e) => {
                 self.arena.release(mark);
@@ -127,7 +176,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
-    pub(crate) fn relu_masked_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
+    /// relu_'s backward rule, recorded by [`Graph::relu_`].
+    fn relu_masked_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::ReluMasked { x } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.relu_masked_backward(i, x)
+    }
+
+    fn relu_masked_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         let gy = self.out_grad(i)?;
         let mask = self.nodes[i].saved;
         if let Some(gx) = self.grad_of(x) {

@@ -3,7 +3,7 @@
 
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::conv::ConvGeom;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
@@ -114,12 +114,25 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// 2-D convolution of `x: [N, C, H, W]` with `w: [O, C/groups, kh, kw]` plus an
     /// optional bias `[O]`; output `[N, O, OH, OW]`.
     pub fn conv2d(&mut self, x: Tensor, w: Tensor, b: Option<Tensor>, p: Conv2dParams) -> Result<Tensor> {
+        self.conv2d_with(x, w, b, p, Some(Self::conv2d_rule))
+    }
+
+    /// Records conv2d with `rule` as its backward; `None` records no gradient path
+    /// (see [`crate::graph::NoGrad`]).
+    pub(crate) fn conv2d_with(
+        &mut self,
+        x: Tensor,
+        w: Tensor,
+        b: Option<Tensor>,
+        p: Conv2dParams,
+        rule: Option<BackwardFn<S, N>>,
+    ) -> Result<Tensor> {
         let (xi, wi) = (self.id(x)?, self.id(w)?);
         let bi = b.map(|b| self.id(b)).transpose()?;
         let (xn, wn) = (self.nodes[xi], self.nodes[wi]);
         let bn = bi.map(|i| self.nodes[i]);
         let g = geometry(xn.shape, wn.shape, bn.map(|b| b.shape), &p)?;
-        let rg = self.needs_grad(&[Some(xi), Some(wi), bi]);
+        let rg = rule.is_some() && self.needs_grad(&[Some(xi), Some(wi), bi]);
         let op = Op::Conv2d {
             x: xi as NodeId,
             w: wi as NodeId,
@@ -127,7 +140,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             p,
         };
         let shape = Shape::nchw(g.n, g.c_out, g.oh, g.ow)?;
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let out = self.push(shape, if rg { op } else { Op::Leaf }, rule, rg, 0)?;
         let (y, bspan) = (self.nodes[out.id as usize].data, bn.map(|b| b.data));
         let reads = [xn.data, wn.data, bspan.unwrap_or_default()];
         self.exec(reads, y, |[x, w, b], y| {
@@ -136,7 +149,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
-    pub(crate) fn conv2d_backward(
+    /// conv2d's backward rule, recorded by [`Graph::conv2d`].
+    fn conv2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Conv2d { x, w, b, p } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.conv2d_backward(i, x, w, b, p)
+    }
+
+    fn conv2d_backward(
         &mut self,
         i: usize,
         x: NodeId,

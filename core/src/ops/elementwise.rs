@@ -2,7 +2,7 @@
 //! both contributions, since gradients accumulate with `+=`.
 
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::elementwise::{grad_map, zip_map};
 use crate::scalar::Scalar;
 
@@ -13,6 +13,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         a: Tensor,
         b: Tensor,
         op: impl FnOnce(NodeId, NodeId) -> Op,
+        rule: BackwardFn<S, N>,
         f: impl Fn(S, S) -> S,
     ) -> Result<Tensor> {
         let (ai, bi) = (self.id(a)?, self.id(b)?);
@@ -31,7 +32,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         } else {
             Op::Leaf
         };
-        let out = self.push(an.shape, op, rg, 0)?;
+        let out = self.push(an.shape, op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([an.data, bn.data], y, |[a, b], y| zip_map(a, b, y, f))?;
         Ok(out)
@@ -39,10 +40,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `a + b`.
     pub fn add(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary("add", a, b, |a, b| Op::Add { a, b }, |x, y| x + y)
+        self.binary("add", a, b, |a, b| Op::Add { a, b }, Self::add_rule, |x, y| x + y)
     }
 
-    pub(crate) fn add_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
+    /// add's backward rule, recorded by [`Graph::add`].
+    fn add_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Add { a, b } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.add_backward(i, a, b)
+    }
+
+    fn add_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
         let gy = self.out_grad(i)?;
         for x in [a, b] {
             if let Some(gx) = self.grad_of(x) {
@@ -54,10 +63,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `a * b`, element by element.
     pub fn mul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary("mul", a, b, |a, b| Op::Mul { a, b }, |x, y| x * y)
+        self.binary("mul", a, b, |a, b| Op::Mul { a, b }, Self::mul_rule, |x, y| x * y)
     }
 
-    pub(crate) fn mul_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
+    /// mul's backward rule, recorded by [`Graph::mul`].
+    fn mul_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Mul { a, b } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.mul_backward(i, a, b)
+    }
+
+    fn mul_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
         let gy = self.out_grad(i)?;
         let (ad, bd) = (self.nodes[a as usize].data, self.nodes[b as usize].data);
         for (x, other) in [(a, bd), (b, ad)] {

@@ -3,7 +3,7 @@
 
 use super::expect_rank;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 pub use crate::kernels::resize::InterpMode;
 use crate::kernels::resize::{self as k, ResizeGeom};
 use crate::scalar::Scalar;
@@ -43,22 +43,41 @@ pub(crate) fn geometry(x: Shape, size: [usize; 2], mode: InterpMode) -> Result<R
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Resizes the spatial dims of `x: [N, C, H, W]` to `size = [h, w]`.
     pub fn interpolate(&mut self, x: Tensor, size: [usize; 2], mode: InterpMode) -> Result<Tensor> {
+        self.interpolate_with(x, size, mode, Some(Self::interpolate_rule))
+    }
+
+    /// Records interpolate with `rule` as its backward; `None` records no gradient path.
+    pub(crate) fn interpolate_with(
+        &mut self,
+        x: Tensor,
+        size: [usize; 2],
+        mode: InterpMode,
+        rule: Option<BackwardFn<S, N>>,
+    ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let g = geometry(xn.shape, size, mode)?;
-        let rg = self.needs_grad(&[Some(xi)]);
+        let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let op = Op::Interpolate {
             x: xi as NodeId,
             mode,
         };
         let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let out = self.push(shape, if rg { op } else { Op::Leaf }, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| k::resize_forward(&g, x, y))?;
         Ok(out)
     }
 
-    pub(crate) fn interpolate_backward(&mut self, i: usize, x: NodeId, mode: InterpMode) -> Result<()> {
+    /// interpolate's backward rule, recorded by [`Graph::interpolate`].
+    fn interpolate_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Interpolate { x, mode } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.interpolate_backward(i, x, mode)
+    }
+
+    fn interpolate_backward(&mut self, i: usize, x: NodeId, mode: InterpMode) -> Result<()> {
         let gy = self.out_grad(i)?;
         let ys = self.nodes[i].shape;
         let g = geometry(self.nodes[x as usize].shape, [ys.dim(2), ys.dim(3)], mode)?;

@@ -2,7 +2,7 @@
 
 use super::expect_rank;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::graph::{Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::linear as k;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
@@ -51,6 +51,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let out = self.push(
             Shape::new(&[batch, out_f])?,
             if rg { op } else { Op::Leaf },
+            Some(Self::linear_rule),
             rg,
             0,
         )?;
@@ -64,13 +65,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
-    pub(crate) fn linear_backward(
-        &mut self,
-        i: usize,
-        x: NodeId,
-        w: NodeId,
-        b: Option<NodeId>,
-    ) -> Result<()> {
+    /// linear's backward rule, recorded by [`Graph::linear`].
+    fn linear_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Linear { x, w, b } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.linear_backward(i, x, w, b)
+    }
+
+    fn linear_backward(&mut self, i: usize, x: NodeId, w: NodeId, b: Option<NodeId>) -> Result<()> {
         let gy = self.out_grad(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;

@@ -3,7 +3,7 @@
 
 use super::expect_rank;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::graph::{Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::elementwise::grad_map;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
@@ -51,7 +51,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             Op::Leaf
         };
         let saved = if rg { b * c + b } else { 0 };
-        let out = self.push(Shape::scalar(), op, rg, saved)?;
+        let out = self.push(Shape::scalar(), op, Some(Self::cross_entropy_rule), rg, saved)?;
         let node = self.nodes[out.id as usize];
         if !meta {
             let ([x], y, sv) = self.arena.views2([ln.data], node.data, node.saved)?;
@@ -92,7 +92,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
-    pub(crate) fn cross_entropy_backward(&mut self, i: usize, logits: NodeId) -> Result<()> {
+    /// cross_entropy's backward rule, recorded by [`Graph::cross_entropy`].
+    fn cross_entropy_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::CrossEntropy { logits } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.cross_entropy_backward(i, logits)
+    }
+
+    fn cross_entropy_backward(&mut self, i: usize, logits: NodeId) -> Result<()> {
         let node = self.nodes[i];
         let gy = self.out_grad(i)?;
         let ln = self.nodes[logits as usize];
@@ -144,7 +152,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         } else {
             Op::Leaf
         };
-        let out = self.push(Shape::scalar(), op, rg, 0)?;
+        let out = self.push(Shape::scalar(), op, Some(Self::mse_loss_rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data, tn.data], y, |[x, t], y| {
             let mut acc = S::acc_zero();
@@ -156,7 +164,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
-    pub(crate) fn mse_loss_backward(&mut self, i: usize, x: NodeId, t: NodeId) -> Result<()> {
+    /// mse_loss's backward rule, recorded by [`Graph::mse_loss`].
+    fn mse_loss_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::MseLoss { x, t } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.mse_loss_backward(i, x, t)
+    }
+
+    fn mse_loss_backward(&mut self, i: usize, x: NodeId, t: NodeId) -> Result<()> {
         let gy = self.out_grad(i)?;
         let (xn, tn) = (self.nodes[x as usize], self.nodes[t as usize]);
         let n = xn.shape.numel();

@@ -3,7 +3,7 @@
 
 use super::expect_rank;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::graph::{Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 pub use crate::kernels::pad::PadMode;
 use crate::kernels::pad::{self as k, PadGeom};
 use crate::scalar::Scalar;
@@ -78,7 +78,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let rg = self.needs_grad(&[Some(xi)]);
         let op = Op::Pad { x: xi as NodeId, p };
         let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let out = self.push(shape, if rg { op } else { Op::Leaf }, Some(Self::pad_rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let v = S::from_f32(p.value);
         self.exec([xn.data], y, |[x], y| k::pad_forward(&g, v, x, y))?;
@@ -126,7 +126,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         )
     }
 
-    pub(crate) fn pad_backward(&mut self, i: usize, x: NodeId, p: PadParams) -> Result<()> {
+    /// pad's backward rule, recorded by [`Graph::pad`].
+    fn pad_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Pad { x, p } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.pad_backward(i, x, p)
+    }
+
+    fn pad_backward(&mut self, i: usize, x: NodeId, p: PadParams) -> Result<()> {
         let gy = self.out_grad(i)?;
         let g = geometry(self.nodes[x as usize].shape, &p)?;
         if let Some(gx) = self.grad_of(x) {

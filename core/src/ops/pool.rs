@@ -2,7 +2,7 @@
 
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor};
+use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::compact as c;
 use crate::kernels::pool::{self as k, PoolGeom};
 use crate::scalar::Scalar;
@@ -82,11 +82,21 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Max pooling; saves each winner's position inside its window, packed (one byte
     /// for windows of up to 127 taps), for backward.
     pub fn max_pool2d(&mut self, x: Tensor, p: Pool2dParams) -> Result<Tensor> {
+        self.max_pool2d_with(x, p, Some(Self::max_pool2d_rule))
+    }
+
+    /// Records max_pool2d with `rule` as its backward; `None` records no gradient path.
+    pub(crate) fn max_pool2d_with(
+        &mut self,
+        x: Tensor,
+        p: Pool2dParams,
+        rule: Option<BackwardFn<S, N>>,
+    ) -> Result<Tensor> {
         const OP: &str = "max_pool2d";
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let g = geometry(OP, xn.shape, &p)?;
-        let rg = self.needs_grad(&[Some(xi)]);
+        let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let op = Op::MaxPool2d { x: xi as NodeId, p };
         let shape = out_shape(xn.shape, &g)?;
         let taps = p.kernel_size[0] * p.kernel_size[1];
@@ -95,7 +105,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         } else {
             0
         };
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rg, saved)?;
+        let out = self.push(shape, if rg { op } else { Op::Leaf }, rule, rg, saved)?;
         let node = self.nodes[out.id as usize];
         if !self.arena.is_meta() {
             let ([xv], yv, iv) = self.arena.views2([xn.data], node.data, node.saved)?;
@@ -104,7 +114,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
-    pub(crate) fn max_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
+    /// max_pool2d's backward rule, recorded by [`Graph::max_pool2d`].
+    fn max_pool2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::MaxPool2d { x, p } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.max_pool2d_backward(i, x, p)
+    }
+
+    fn max_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
         let gy = self.out_grad(i)?;
         let xn = self.nodes[x as usize];
         let idx = self.nodes[i].saved;
@@ -125,14 +143,29 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = geometry(OP, xn.shape, &p)?;
         let rg = self.needs_grad(&[Some(xi)]);
         let op = Op::AvgPool2d { x: xi as NodeId, p };
-        let out = self.push(out_shape(xn.shape, &g)?, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let rule = Some(Self::avg_pool2d_rule as BackwardFn<S, N>);
+        let out = self.push(
+            out_shape(xn.shape, &g)?,
+            if rg { op } else { Op::Leaf },
+            rule,
+            rg,
+            0,
+        )?;
         let y = self.nodes[out.id as usize].data;
         let inc = p.count_include_pad;
         self.exec([xn.data], y, |[x], y| k::avg_pool2d_forward(&g, inc, x, y))?;
         Ok(out)
     }
 
-    pub(crate) fn avg_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
+    /// avg_pool2d's backward rule, recorded by [`Graph::avg_pool2d`].
+    fn avg_pool2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::AvgPool2d { x, p } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.avg_pool2d_backward(i, x, p)
+    }
+
+    fn avg_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
         let gy = self.out_grad(i)?;
         let xn = self.nodes[x as usize];
         let g = geometry("avg_pool2d", xn.shape, &p)?;
@@ -145,20 +178,43 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// Adaptive average pooling to `[oh, ow]`; `[1, 1]` is global average pooling.
     pub fn adaptive_avg_pool2d(&mut self, x: Tensor, output_size: [usize; 2]) -> Result<Tensor> {
-        const OP: &str = "adaptive_avg_pool2d";
+        self.adaptive_avg_pool2d_with(x, output_size, Some(Self::adaptive_avg_pool2d_rule))
+    }
+
+    /// Records adaptive_avg_pool2d with `rule` as its backward; `None` records no
+    /// gradient path.
+    pub(crate) fn adaptive_avg_pool2d_with(
+        &mut self,
+        x: Tensor,
+        output_size: [usize; 2],
+        rule: Option<BackwardFn<S, N>>,
+    ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let g = adaptive_geometry(xn.shape, output_size)?;
-        let rg = self.needs_grad(&[Some(xi)]);
+        let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let op = Op::AdaptiveAvgPool2d { x: xi as NodeId };
-        let _ = OP;
-        let out = self.push(out_shape(xn.shape, &g)?, if rg { op } else { Op::Leaf }, rg, 0)?;
+        let out = self.push(
+            out_shape(xn.shape, &g)?,
+            if rg { op } else { Op::Leaf },
+            rule,
+            rg,
+            0,
+        )?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| k::adaptive_avg_pool2d_forward(&g, x, y))?;
         Ok(out)
     }
 
-    pub(crate) fn adaptive_avg_pool2d_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
+    /// adaptive_avg_pool2d's backward rule, recorded by [`Graph::adaptive_avg_pool2d`].
+    fn adaptive_avg_pool2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::AdaptiveAvgPool2d { x } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.adaptive_avg_pool2d_backward(i, x)
+    }
+
+    fn adaptive_avg_pool2d_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         let gy = self.out_grad(i)?;
         let xn = self.nodes[x as usize];
         let ys = self.nodes[i].shape;

@@ -2,7 +2,7 @@
 //! back element by element.
 
 use crate::error::{Error, Result};
-use crate::graph::{Graph, Node, NodeId, Op, Tensor};
+use crate::graph::{BackwardFn, Graph, Node, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::elementwise::grad_map;
 use crate::scalar::Scalar;
 use crate::shape::{Shape, MAX_RANK};
@@ -10,6 +10,16 @@ use crate::shape::{Shape, MAX_RANK};
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// The same elements under another shape with as many elements.
     pub fn reshape(&mut self, x: Tensor, dims: &[usize]) -> Result<Tensor> {
+        self.reshape_with(x, dims, Some(Self::reshape_rule))
+    }
+
+    /// Records reshape with `rule` as its backward; `None` records no gradient path.
+    pub(crate) fn reshape_with(
+        &mut self,
+        x: Tensor,
+        dims: &[usize],
+        rule: Option<BackwardFn<S, N>>,
+    ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let shape = Shape::new(dims)?;
@@ -22,13 +32,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         self.ensure_room()?;
-        let rg = self.needs_grad(&[Some(xi)]);
+        let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let op = if rg {
             Op::Reshape { x: xi as NodeId }
         } else {
             Op::Leaf
         };
-        let mut node = Node::new(shape, xn.data, op, rg, crate::arena::Span::EMPTY);
+        let mut node = Node::new(shape, xn.data, op, rule, rg, crate::arena::Span::EMPTY);
         node.view = true;
         let t = self.push_node(node)?;
         self.trace_last(0);
@@ -37,6 +47,17 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// Merges dimensions `start_dim..` into one (`torch.flatten(x, start_dim)`).
     pub fn flatten(&mut self, x: Tensor, start_dim: usize) -> Result<Tensor> {
+        self.flatten_with(x, start_dim, Some(Self::reshape_rule))
+    }
+
+    /// Records flatten (a reshape) with `rule` as its backward; `None` records no
+    /// gradient path.
+    pub(crate) fn flatten_with(
+        &mut self,
+        x: Tensor,
+        start_dim: usize,
+        rule: Option<BackwardFn<S, N>>,
+    ) -> Result<Tensor> {
         let s = self.shape(x)?;
         if start_dim >= s.rank().max(1) {
             return Err(Error::InvalidParam {
@@ -48,10 +69,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let mut dims = [0usize; MAX_RANK];
         dims[..start_dim].copy_from_slice(&s.dims()[..start_dim]);
         dims[start_dim] = s.dims()[start_dim..].iter().product();
-        self.reshape(x, &dims[..=start_dim])
+        self.reshape_with(x, &dims[..=start_dim], rule)
     }
 
-    pub(crate) fn reshape_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
+    /// reshape's backward rule, recorded by [`Graph::reshape`].
+    fn reshape_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let Op::Reshape { x } = g.nodes[i].op else {
+            return Err(RULE_MISMATCH);
+        };
+        g.reshape_backward(i, x)
+    }
+
+    fn reshape_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         let gy = self.out_grad(i)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| g))?;

@@ -6,7 +6,11 @@
 //! 2. a sample larger than the arena's plan allows (a real digit on a 28x28 canvas
 //!    when the arena was sized for the cropped digits): refused by the planner before
 //!    any data is touched, and by the real step too; the weights are kept;
-//! 3. a tape too small for W1: the step fails with the tape error; weights are kept.
+//! 3. a tape too small for the step: a step over two samples (their losses summed,
+//!    one backward) needs 35 records, more than W1's tape of [`TAPE`] (32) holds; the
+//!    planner and the step fail with the tape error, weights are kept. (One tape size
+//!    for the whole program: each capacity `N` is a separate copy of the engine's
+//!    code, about 20 KB, and this program must stay under 128 KiB of flash.)
 //!
 //! After each, a normal training step must still succeed. Exits 0 only when every
 //! error came as expected.
@@ -15,8 +19,8 @@
 
 use cortex_m_rt::entry;
 use torchlet::{Error, Graph};
-use torchlet_firmware::assets::Samples;
-use torchlet_firmware::w1::{plan_step, Model, Recipe, TAPE};
+use torchlet_firmware::assets::{Sample, Samples};
+use torchlet_firmware::w1::{forward_w1, plan_step, Model, Recipe, TAPE};
 use torchlet_firmware::{code, counter, exit, weights};
 
 static WEIGHTS: &[u8] = include_bytes!("../../assets/w1_pretrained.tlw");
@@ -27,8 +31,6 @@ const RECIPE: Recipe = Recipe {
     lr: 0.005,
     momentum: 0.9,
 };
-/// A tape too short for W1 (it needs 21 records: 8 parameters, 1 input, 12 ops).
-const SHORT_TAPE: usize = 16;
 const ARENA_WORDS: usize = 64 * 1024;
 static mut ARENA: [f32; ARENA_WORDS] = [0.0; ARENA_WORDS];
 static mut CORRUPT: [u8; WEIGHTS_LEN] = [0; WEIGHTS_LEN];
@@ -42,30 +44,71 @@ fn check(ok: bool, what: &str) -> bool {
     ok
 }
 
+/// One training step over two samples, their losses summed before one backward:
+/// 8 parameters + 2 x (input + 12 ops) + the sum = 35 records. On error the step's
+/// scratch is released and the weights are unchanged (SGD runs last).
+fn two_sample_step<const N: usize>(
+    m: &mut Model,
+    g: &mut Graph<'_, f32, N>,
+    pair: [&Sample<'_>; 2],
+) -> Result<f32, Error> {
+    let r = (|| {
+        g.zero_grad();
+        let mut losses = [None; 2];
+        for (l, s) in losses.iter_mut().zip(pair) {
+            let x = g.input_with(&[1, 1, s.h, s.w], |d| s.fill(d))?;
+            let logits = forward_w1(&m.net, g, x)?;
+            *l = Some(g.cross_entropy(logits, &[s.label as usize])?);
+        }
+        let [Some(a), Some(b)] = losses else {
+            return Err(Error::InvalidState { what: "two losses" });
+        };
+        let loss = g.add(a, b)?;
+        let l = g.data(loss)?.first().copied().unwrap_or(0.0);
+        g.backward(loss)?;
+        m.sgd.step(g)?;
+        Ok(l)
+    })();
+    g.end_step();
+    r
+}
+
 fn run(arena: &'static mut [f32], corrupt: &'static mut [u8]) -> Result<bool, Error> {
     let samples = Samples::parse(SAMPLES)?;
-    let digit = samples.finetune().next().ok_or(Error::Corrupt {
-        what: "samples: empty",
-    })?;
+    let mut firsts = samples.finetune();
+    let empty = Error::Corrupt {
+        what: "samples: fewer than two",
+    };
+    let digit = firsts.next().ok_or(empty)?;
+    let second = firsts.next().ok_or(empty)?;
     let mut all_ok = true;
 
-    // 3. A tape too small: planner and real step both answer the tape error.
+    // 3. A tape too small for the step: planner and real step both answer the tape
+    // error (the planner runs the same two-sample step on a meta graph).
     {
-        let planned = plan_step::<SHORT_TAPE>(digit.h, digit.w, RECIPE, usize::MAX);
+        let pair = [&digit, &second];
+        let planned = (|| {
+            let mut meta: Graph<f32, TAPE> = Graph::meta(usize::MAX);
+            let mut m = Model::new(&mut meta, RECIPE)?;
+            two_sample_step(&mut m, &mut meta, pair)?;
+            Ok::<_, Error>(meta.arena().high_water_bytes())
+        })();
         if let Err(e) = planned {
-            defmt::warn!("tape of {=usize} records: the planner says: {}", SHORT_TAPE, e);
+            defmt::warn!(
+                "two-sample step on a tape of {=usize} records: the planner says: {}",
+                TAPE,
+                e
+            );
         }
-        let mut small: Graph<f32, SHORT_TAPE> = Graph::new(&mut arena[..]);
+        let mut small: Graph<f32, TAPE> = Graph::new(&mut arena[..]);
         let mut model = Model::new(&mut small, RECIPE)?;
         weights::load(&mut small, WEIGHTS)?;
         let before = weights::fingerprint(&small);
-        let r = model.train_step(&mut small, (digit.h, digit.w), digit.label as usize, |d| {
-            digit.fill(d)
-        });
+        let r = two_sample_step(&mut model, &mut small, pair);
         if let Err(e) = r {
             defmt::warn!(
-                "tape of {=usize} records: training step refused: {}; weights kept",
-                SHORT_TAPE,
+                "two-sample step on a tape of {=usize} records: training step refused: {}; weights kept",
+                TAPE,
                 e
             );
         }

@@ -31,7 +31,13 @@ use super::{round_shift, sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
 
 mod input;
-use input::{axpy_w8, backward_input_rows_w8, backward_input_table, backward_input_with, flush_w8, COLS};
+mod rows3;
+mod weight;
+use input::{
+    axpy_w8, backward_input_rows3, backward_input_rows_w8, backward_input_table, backward_input_with,
+    flush_w8, COLS,
+};
+use rows3::ForwardTable;
 
 /// `round(total / 2^16)` added to `base`, saturated.
 #[inline(always)]
@@ -154,6 +160,9 @@ pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: 
     let terms = cin_g * g.kh * g.kw;
     if g.stride[1] == 1 {
         if let Plan::Split8(seg) = Plan::for_table(x, w, terms) {
+            if seg >= g.kh * g.kw && g.kw == 3 && g.dil[1] == 1 {
+                return forward_rows3(g, x, w, b, y, seg);
+            }
             if seg >= g.kh * g.kw {
                 return forward_rows_w8(g, x, w, b, y, seg);
             }
@@ -163,6 +172,58 @@ pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: 
         Plan::Split8(units) => forward_with::<Split8>(g, x, w, b, y, units),
         Plan::Fast16(units) => forward_with::<Fast16>(g, x, w, b, y, units),
         Plan::Wide => forward_with::<WideDot>(g, x, w, b, y, cin_g),
+    }
+}
+
+/// The forward pass for three-column windows (column stride and dilation 1) with
+/// [`SplitW8`] sums: each output row segment gets all taps of a chunk of input
+/// channels from one [`rows3::corr3_planes`] call, with the chunk's split weights in a
+/// stack table built once per output channel (when the chunk is all of them).
+fn forward_rows3(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16], seg: usize) {
+    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([sy, _], [dy, _], [py, px]) = (g.stride, g.dil, g.pad);
+    // Channels per flush: their taps fit the flush bound; the table's channels.
+    let per = (seg / taps).clamp(1, ForwardTable::channels(g.kh));
+    let mut table = ForwardTable::new();
+    let (mut acc, mut tot) = ([(0i32, 0i32); COLS], [0i64; COLS]);
+    for n in 0..g.n {
+        for oc in 0..g.c_out {
+            let grp = oc / cout_g;
+            let xs = &x[(n * g.c_in + grp * cin_g) * ip..][..cin_g * ip];
+            let wk = &w[oc * cin_g * taps..][..cin_g * taps];
+            let bias = b.map_or(0, |b| b[oc].0);
+            let yp = &mut y[(n * g.c_out + oc) * op..][..op];
+            for oy in 0..g.oh {
+                let kys = taps_in(oy * sy, py, dy, g.kh, g.h);
+                let mut c0 = 0;
+                while c0 < g.ow {
+                    let c1 = (c0 + COLS).min(g.ow);
+                    let (acc, tot) = (&mut acc[..c1 - c0], &mut tot[..c1 - c0]);
+                    tot.fill(0);
+                    for ic0 in (0..cin_g).step_by(per) {
+                        let chans = per.min(cin_g - ic0);
+                        let weight = |c: usize, ky: usize, k: usize| wk[c * taps + ky * 3 + k];
+                        let wt = table.get((oc, ic0, chans, cin_g), g.kh, weight);
+                        // Source column ox + k - px = start + (ox - c0) + k - lead.
+                        let planes = rows3::Planes {
+                            src: &xs[ic0 * ip..][..chans * ip],
+                            plane: ip,
+                            row_len: g.w,
+                            start: c0.saturating_sub(px).min(g.w),
+                            lead: px.saturating_sub(c0),
+                            row: |ky| (oy * sy + ky * dy - py) * g.w,
+                        };
+                        rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        flush_w8(tot, acc);
+                    }
+                    for (yv, t) in yp[oy * g.ow + c0..oy * g.ow + c1].iter_mut().zip(tot.iter()) {
+                        *yv = finish(bias, *t);
+                    }
+                    c0 = c1;
+                }
+            }
+        }
     }
 }
 
@@ -279,6 +340,9 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]
     if g.stride == [1, 1] && terms <= TABLE {
         match Plan::for_table(gy, w, terms) {
             // The row form flushes between output channels, so it needs one channel's taps.
+            Plan::Split8(seg) if seg >= g.kh * g.kw && g.kw == 3 && g.dil[1] == 1 => {
+                backward_input_rows3(g, gy, w, gx, seg)
+            }
             Plan::Split8(seg) if seg >= g.kh * g.kw => backward_input_rows_w8(g, gy, w, gx, seg),
             Plan::Split8(seg) => backward_input_table::<SplitW8>(g, gy, w, gx, seg),
             Plan::Fast16(seg) => backward_input_table::<Fast16>(g, gy, w, gx, seg),
@@ -296,6 +360,9 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]
 /// `gw += correlate(gy, x)`, exact sums rounded once per weight.
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
     match Plan::new(gy, x, g.ow, g.n * g.oh * g.ow) {
+        Plan::Split8(units) if g.stride[1] == 1 && g.ow <= weight::GBUF => {
+            weight::backward_weight_w8(g, gy, x, gw, units)
+        }
         Plan::Split8(units) => backward_weight_with::<Split8>(g, gy, x, gw, units),
         Plan::Fast16(units) => backward_weight_with::<Fast16>(g, gy, x, gw, units),
         Plan::Wide => backward_weight_with::<WideDot>(g, gy, x, gw, g.oh),

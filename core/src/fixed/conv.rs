@@ -31,7 +31,9 @@ use super::{round_shift, sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
 
 mod input;
+mod path;
 mod rows3;
+use path::Path;
 mod weight;
 use input::{
     axpy_w8, backward_input_rows3, backward_input_rows_w8, backward_input_table, backward_input_with,
@@ -156,22 +158,12 @@ fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, D::Tap)], seg: usi
 
 /// `y = conv(x, w) + b`, exact sums rounded once.
 pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
-    let cin_g = g.c_in / g.groups;
-    let terms = cin_g * g.kh * g.kw;
-    if g.stride[1] == 1 {
-        if let Plan::Split8(seg) = Plan::for_table(x, w, terms) {
-            if seg >= g.kh * g.kw && g.kw == 3 && g.dil[1] == 1 {
-                return forward_rows3(g, x, w, b, y, seg);
-            }
-            if seg >= g.kh * g.kw {
-                return forward_rows_w8(g, x, w, b, y, seg);
-            }
-        }
-    }
-    match Plan::new(x, w, g.kh * g.kw, terms) {
-        Plan::Split8(units) => forward_with::<Split8>(g, x, w, b, y, units),
-        Plan::Fast16(units) => forward_with::<Fast16>(g, x, w, b, y, units),
-        Plan::Wide => forward_with::<WideDot>(g, x, w, b, y, cin_g),
+    match path::forward(g, x, w) {
+        Path::Rows3(seg) => forward_rows3(g, x, w, b, y, seg),
+        Path::RowsW8(seg) => forward_rows_w8(g, x, w, b, y, seg),
+        Path::General(Plan::Split8(units)) => forward_with::<Split8>(g, x, w, b, y, units),
+        Path::General(Plan::Fast16(units)) => forward_with::<Fast16>(g, x, w, b, y, units),
+        _ => forward_with::<WideDot>(g, x, w, b, y, g.c_in / g.groups),
     }
 }
 
@@ -336,36 +328,24 @@ fn forward_with<D: Dot>(
 /// `gx += conv_transpose(gy, w)`, exact sums rounded once per input element.
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
     let cout_g = g.c_out / g.groups;
-    let terms = cout_g * g.kh * g.kw;
-    if g.stride == [1, 1] && terms <= TABLE {
-        match Plan::for_table(gy, w, terms) {
-            // The row form flushes between output channels, so it needs one channel's taps.
-            Plan::Split8(seg) if seg >= g.kh * g.kw && g.kw == 3 && g.dil[1] == 1 => {
-                backward_input_rows3(g, gy, w, gx, seg)
-            }
-            Plan::Split8(seg) if seg >= g.kh * g.kw => backward_input_rows_w8(g, gy, w, gx, seg),
-            Plan::Split8(seg) => backward_input_table::<SplitW8>(g, gy, w, gx, seg),
-            Plan::Fast16(seg) => backward_input_table::<Fast16>(g, gy, w, gx, seg),
-            Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
-        }
-        return;
-    }
-    match Plan::new(gy, w, g.kh * g.kw, terms) {
-        Plan::Split8(units) => backward_input_with::<Split8>(g, gy, w, gx, units),
-        Plan::Fast16(units) => backward_input_with::<Fast16>(g, gy, w, gx, units),
-        Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
+    match path::backward_input(g, gy, w) {
+        Path::Rows3(seg) => backward_input_rows3(g, gy, w, gx, seg),
+        Path::RowsW8(seg) => backward_input_rows_w8(g, gy, w, gx, seg),
+        Path::Table(Plan::Split8(seg)) => backward_input_table::<SplitW8>(g, gy, w, gx, seg),
+        Path::Table(Plan::Fast16(seg)) => backward_input_table::<Fast16>(g, gy, w, gx, seg),
+        Path::General(Plan::Split8(units)) => backward_input_with::<Split8>(g, gy, w, gx, units),
+        Path::General(Plan::Fast16(units)) => backward_input_with::<Fast16>(g, gy, w, gx, units),
+        _ => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
     }
 }
 
 /// `gw += correlate(gy, x)`, exact sums rounded once per weight.
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
-    match Plan::new(gy, x, g.ow, g.n * g.oh * g.ow) {
-        Plan::Split8(units) if g.stride[1] == 1 && g.ow <= weight::GBUF => {
-            weight::backward_weight_w8(g, gy, x, gw, units)
-        }
-        Plan::Split8(units) => backward_weight_with::<Split8>(g, gy, x, gw, units),
-        Plan::Fast16(units) => backward_weight_with::<Fast16>(g, gy, x, gw, units),
-        Plan::Wide => backward_weight_with::<WideDot>(g, gy, x, gw, g.oh),
+    match path::backward_weight(g, gy, x) {
+        Path::SplitGy(rows) => weight::backward_weight_w8(g, gy, x, gw, rows),
+        Path::General(Plan::Split8(units)) => backward_weight_with::<Split8>(g, gy, x, gw, units),
+        Path::General(Plan::Fast16(units)) => backward_weight_with::<Fast16>(g, gy, x, gw, units),
+        _ => backward_weight_with::<WideDot>(g, gy, x, gw, g.oh),
     }
 }
 

@@ -16,13 +16,18 @@
 //!   and flushes them into an `i64` total often enough that they cannot overflow. All
 //!   forms give the same exact integers, so the choice never changes a result and all
 //!   targets stay bit-identical.
-//! - **Loop shapes.** In the two-multiply form, forward (column stride 1) and
-//!   backward-input (stride 1) are weight-stationary: each weight is split once and a
-//!   row of up to 32 outputs is updated, their sums in a stack tile. Otherwise
-//!   they gather one output at a time (backward-input with tap tables when the stride
-//!   is 1, a per-tap divisibility check when not); backward-weight is one dot product
-//!   per tap, row by row. Hot loops sit in small functions of their own, so that on a
-//!   Cortex-M0 they have its eight low registers to themselves.
+//! - **Loop shapes** (chosen in `conv/path.rs`). In the two-multiply form, forward
+//!   (column stride 1) and backward-input (stride 1) update a row of up to 32 outputs at
+//!   a time, their sums in a stack tile: for 3-column windows (W1's 3x3) with the row
+//!   kernels of `conv/rows3.rs` (split weights in a small stack table, three kernel
+//!   rows, nine products per pixel, per pass, interior pixels without bounds checks),
+//!   otherwise one split weight per pass. Backward-weight (column stride 1) splits each
+//!   `gy` plane once into a stack buffer and sums a tap over all its rows in one call
+//!   (`conv/weight.rs`). Otherwise the loops gather one output at a time
+//!   (backward-input with tap tables when the stride is 1, a per-tap divisibility check
+//!   when not) and backward-weight is one dot product per tap, row by row. Hot loops sit
+//!   in small functions of their own, so that on a Cortex-M0 they have its eight low
+//!   registers to themselves.
 //! - Rounding and saturation happen once per output: the sticky saturation flag is
 //!   raised there (or when the `i64` total saturates in the wide form).
 

@@ -138,9 +138,51 @@ fn random_geom(r: &mut Rng) -> ConvGeom {
     }
 }
 
+/// A random geometry for the three-wide row kernels (`torchlet::fixed::conv`'s
+/// `rows3`): 3 columns, column stride and dilation 1; rows wider than their 32-pixel
+/// tiles, and more channels than their weight tables hold (16 input channels forward,
+/// 32 output channels backward-input, at 3 kernel rows).
+fn three_wide_geom(r: &mut Rng) -> ConvGeom {
+    loop {
+        let groups = 1 + r.below(2);
+        let wide = r.below(4) == 0;
+        let chans = |r: &mut Rng| groups * (1 + if wide { 14 + r.below(24) } else { r.below(4) });
+        let (c_in, c_out) = (chans(r), chans(r));
+        let kh = 1 + r.below(5);
+        let (h, w) = (1 + r.below(8), 1 + r.below(if wide { 6 } else { 40 }));
+        let stride = [1 + r.below(2), 1];
+        let pad = [r.below(3), r.below(4)];
+        let dil = [1 + r.below(2), 1];
+        let eff = dil[0] * (kh - 1) + 1;
+        if h + 2 * pad[0] < eff || w + 2 * pad[1] < 3 {
+            continue;
+        }
+        return ConvGeom {
+            n: 1 + r.below(3),
+            c_in,
+            h,
+            w,
+            c_out,
+            kh,
+            kw: 3,
+            oh: (h + 2 * pad[0] - eff) / stride[0] + 1,
+            ow: w + 2 * pad[1] - 2,
+            stride,
+            pad,
+            dil,
+            groups,
+        };
+    }
+}
+
 /// One random case; `bits` sets the operand magnitudes (`< 2^bits` raw).
 fn check_case(r: &mut Rng, bits: [u32; 3]) -> bool {
     let g = random_geom(r);
+    check_geom(r, g, bits)
+}
+
+/// [`check_case`] on a given geometry.
+fn check_geom(r: &mut Rng, g: ConvGeom, bits: [u32; 3]) -> bool {
     let (xl, wl, yl) = (
         g.n * g.c_in * g.h * g.w,
         g.c_out * g.c_in / g.groups * g.kh * g.kw,
@@ -269,4 +311,27 @@ fn values_near_saturation_clamp_and_raise_the_flag() {
         }
     }
     assert!(saw > 100, "only {saw} cases saturated");
+}
+
+#[test]
+fn three_wide_row_kernels_are_exact() {
+    // The row kernels for 3-column windows (forward, and backward-input at stride 1)
+    // and the split-gy backward-weight, which take operands like these (see the path
+    // tests in core/src/fixed/conv/path.rs): borders, padding wider than the window,
+    // rows past one tile, channel chunks (flushes every 1 to 14 channels), batch,
+    // groups; then larger and saturating operands (other forms, same results).
+    let mut r = Rng(0x51DE_CA75);
+    for bits in [
+        [17, 17, 17],
+        [16, 16, 16],
+        [19, 16, 19],
+        [18, 17, 18],
+        [24, 20, 24],
+        [32, 32, 32],
+    ] {
+        for _ in 0..60 {
+            let g = three_wide_geom(&mut r);
+            check_geom(&mut r, g, bits);
+        }
+    }
 }

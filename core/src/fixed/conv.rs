@@ -16,13 +16,18 @@
 //!   and flushes them into an `i64` total often enough that they cannot overflow. All
 //!   forms give the same exact integers, so the choice never changes a result and all
 //!   targets stay bit-identical.
-//! - **Loop shapes.** In the two-multiply form, forward (column stride 1) and
-//!   backward-input (stride 1) are weight-stationary: each weight is split once and a
-//!   row of up to 32 outputs is updated, their sums in a stack tile. Otherwise
-//!   they gather one output at a time (backward-input with tap tables when the stride
-//!   is 1, a per-tap divisibility check when not); backward-weight is one dot product
-//!   per tap, row by row. Hot loops sit in small functions of their own, so that on a
-//!   Cortex-M0 they have its eight low registers to themselves.
+//! - **Loop shapes** (chosen in `conv/path.rs`). In the two-multiply form, forward
+//!   (column stride 1) and backward-input (stride 1) update a row of up to 32 outputs at
+//!   a time, their sums in a stack tile: for 3-column windows (W1's 3x3) with the row
+//!   kernels of `conv/rows3.rs` (split weights in a small stack table, three kernel
+//!   rows, nine products per pixel, per pass, interior pixels without bounds checks),
+//!   otherwise one split weight per pass. Backward-weight (column stride 1) splits each
+//!   `gy` plane once into a stack buffer and sums a tap over all its rows in one call
+//!   (`conv/weight.rs`). Otherwise the loops gather one output at a time
+//!   (backward-input with tap tables when the stride is 1, a per-tap divisibility check
+//!   when not) and backward-weight is one dot product per tap, row by row. Hot loops sit
+//!   in small functions of their own, so that on a Cortex-M0 they have its eight low
+//!   registers to themselves.
 //! - Rounding and saturation happen once per output: the sticky saturation flag is
 //!   raised there (or when the `i64` total saturates in the wide form).
 
@@ -31,7 +36,15 @@ use super::{round_shift, sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
 
 mod input;
-use input::{axpy_w8, backward_input_rows_w8, backward_input_table, backward_input_with, flush_w8, COLS};
+mod path;
+mod rows3;
+use path::Path;
+mod weight;
+use input::{
+    axpy_w8, backward_input_rows3, backward_input_rows_w8, backward_input_table, backward_input_with,
+    flush_w8, COLS,
+};
+use rows3::ForwardTable;
 
 /// `round(total / 2^16)` added to `base`, saturated.
 #[inline(always)]
@@ -150,19 +163,64 @@ fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, D::Tap)], seg: usi
 
 /// `y = conv(x, w) + b`, exact sums rounded once.
 pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
-    let cin_g = g.c_in / g.groups;
-    let terms = cin_g * g.kh * g.kw;
-    if g.stride[1] == 1 {
-        if let Plan::Split8(seg) = Plan::for_table(x, w, terms) {
-            if seg >= g.kh * g.kw {
-                return forward_rows_w8(g, x, w, b, y, seg);
+    match path::forward(g, x, w) {
+        Path::Rows3(seg) => forward_rows3(g, x, w, b, y, seg),
+        Path::RowsW8(seg) => forward_rows_w8(g, x, w, b, y, seg),
+        Path::General(Plan::Split8(units)) => forward_with::<Split8>(g, x, w, b, y, units),
+        Path::General(Plan::Fast16(units)) => forward_with::<Fast16>(g, x, w, b, y, units),
+        _ => forward_with::<WideDot>(g, x, w, b, y, g.c_in / g.groups),
+    }
+}
+
+/// The forward pass for three-column windows (column stride and dilation 1) with
+/// [`SplitW8`] sums: each output row segment gets all taps of a chunk of input
+/// channels from one [`rows3::corr3_planes`] call, with the chunk's split weights in a
+/// stack table built once per output channel (when the chunk is all of them).
+fn forward_rows3(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16], seg: usize) {
+    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([sy, _], [dy, _], [py, px]) = (g.stride, g.dil, g.pad);
+    // Channels per flush: their taps fit the flush bound; the table's channels.
+    let per = (seg / taps).clamp(1, ForwardTable::channels(g.kh));
+    let mut table = ForwardTable::new();
+    let (mut acc, mut tot) = ([(0i32, 0i32); COLS], [0i64; COLS]);
+    for n in 0..g.n {
+        for oc in 0..g.c_out {
+            let grp = oc / cout_g;
+            let xs = &x[(n * g.c_in + grp * cin_g) * ip..][..cin_g * ip];
+            let wk = &w[oc * cin_g * taps..][..cin_g * taps];
+            let bias = b.map_or(0, |b| b[oc].0);
+            let yp = &mut y[(n * g.c_out + oc) * op..][..op];
+            for oy in 0..g.oh {
+                let kys = taps_in(oy * sy, py, dy, g.kh, g.h);
+                let mut c0 = 0;
+                while c0 < g.ow {
+                    let c1 = (c0 + COLS).min(g.ow);
+                    let (acc, tot) = (&mut acc[..c1 - c0], &mut tot[..c1 - c0]);
+                    tot.fill(0);
+                    for ic0 in (0..cin_g).step_by(per) {
+                        let chans = per.min(cin_g - ic0);
+                        let weight = |c: usize, ky: usize, k: usize| wk[c * taps + ky * 3 + k];
+                        let wt = table.get((oc, ic0, chans, cin_g), g.kh, weight);
+                        // Source column ox + k - px = start + (ox - c0) + k - lead.
+                        let planes = rows3::Planes {
+                            src: &xs[ic0 * ip..][..chans * ip],
+                            plane: ip,
+                            row_len: g.w,
+                            start: c0.saturating_sub(px).min(g.w),
+                            lead: px.saturating_sub(c0),
+                            row: |ky| (oy * sy + ky * dy - py) * g.w,
+                        };
+                        rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        flush_w8(tot, acc);
+                    }
+                    for (yv, t) in yp[oy * g.ow + c0..oy * g.ow + c1].iter_mut().zip(tot.iter()) {
+                        *yv = finish(bias, *t);
+                    }
+                    c0 = c1;
+                }
             }
         }
-    }
-    match Plan::new(x, w, g.kh * g.kw, terms) {
-        Plan::Split8(units) => forward_with::<Split8>(g, x, w, b, y, units),
-        Plan::Fast16(units) => forward_with::<Fast16>(g, x, w, b, y, units),
-        Plan::Wide => forward_with::<WideDot>(g, x, w, b, y, cin_g),
     }
 }
 
@@ -275,30 +333,24 @@ fn forward_with<D: Dot>(
 /// `gx += conv_transpose(gy, w)`, exact sums rounded once per input element.
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
     let cout_g = g.c_out / g.groups;
-    let terms = cout_g * g.kh * g.kw;
-    if g.stride == [1, 1] && terms <= TABLE {
-        match Plan::for_table(gy, w, terms) {
-            // The row form flushes between output channels, so it needs one channel's taps.
-            Plan::Split8(seg) if seg >= g.kh * g.kw => backward_input_rows_w8(g, gy, w, gx, seg),
-            Plan::Split8(seg) => backward_input_table::<SplitW8>(g, gy, w, gx, seg),
-            Plan::Fast16(seg) => backward_input_table::<Fast16>(g, gy, w, gx, seg),
-            Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
-        }
-        return;
-    }
-    match Plan::new(gy, w, g.kh * g.kw, terms) {
-        Plan::Split8(units) => backward_input_with::<Split8>(g, gy, w, gx, units),
-        Plan::Fast16(units) => backward_input_with::<Fast16>(g, gy, w, gx, units),
-        Plan::Wide => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
+    match path::backward_input(g, gy, w) {
+        Path::Rows3(seg) => backward_input_rows3(g, gy, w, gx, seg),
+        Path::RowsW8(seg) => backward_input_rows_w8(g, gy, w, gx, seg),
+        Path::Table(Plan::Split8(seg)) => backward_input_table::<SplitW8>(g, gy, w, gx, seg),
+        Path::Table(Plan::Fast16(seg)) => backward_input_table::<Fast16>(g, gy, w, gx, seg),
+        Path::General(Plan::Split8(units)) => backward_input_with::<Split8>(g, gy, w, gx, units),
+        Path::General(Plan::Fast16(units)) => backward_input_with::<Fast16>(g, gy, w, gx, units),
+        _ => backward_input_with::<WideDot>(g, gy, w, gx, cout_g),
     }
 }
 
 /// `gw += correlate(gy, x)`, exact sums rounded once per weight.
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
-    match Plan::new(gy, x, g.ow, g.n * g.oh * g.ow) {
-        Plan::Split8(units) => backward_weight_with::<Split8>(g, gy, x, gw, units),
-        Plan::Fast16(units) => backward_weight_with::<Fast16>(g, gy, x, gw, units),
-        Plan::Wide => backward_weight_with::<WideDot>(g, gy, x, gw, g.oh),
+    match path::backward_weight(g, gy, x) {
+        Path::SplitGy(rows) => weight::backward_weight_w8(g, gy, x, gw, rows),
+        Path::General(Plan::Split8(units)) => backward_weight_with::<Split8>(g, gy, x, gw, units),
+        Path::General(Plan::Fast16(units)) => backward_weight_with::<Fast16>(g, gy, x, gw, units),
+        _ => backward_weight_with::<WideDot>(g, gy, x, gw, g.oh),
     }
 }
 

@@ -4,8 +4,9 @@
 
 use super::super::dot::{Dot, SplitW8};
 use super::super::Q16;
-use super::{bands, dot_row_rev, dot_table, finish, TABLE};
+use super::{bands, dot_row_rev, dot_table, finish, rows3, TABLE};
 use crate::kernels::conv::ConvGeom;
+use rows3::InputTable;
 
 /// Columns of one stack tile of [`rows_plane_w8`] (and of the forward rows).
 pub(super) const COLS: usize = 32;
@@ -24,6 +25,58 @@ pub(super) fn backward_input_rows_w8(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &m
             let wk = &w[(grp * cout_g * cin_g + icg) * taps..];
             let gxp = &mut gx[(n * g.c_in + ic) * ip..][..ip];
             rows_plane_w8(g, gys, wk, gxp, seg);
+        }
+    }
+}
+
+/// The stride-1 input gradient for three-column windows (column dilation 1) with
+/// [`SplitW8`] sums: each row segment of an input-gradient plane gets all taps of a
+/// chunk of output channels from one [`rows3::corr3_planes`] call (the flipped
+/// correlation: weights in reverse column order), the chunk's split weights in a
+/// stack table built once per plane (when the chunk is all of them).
+pub(super) fn backward_input_rows3(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16], seg: usize) {
+    let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
+    let ([dy, _], [py, px]) = (g.dil, g.pad);
+    let per = (seg / taps).clamp(1, InputTable::channels(g.kh));
+    let mut table = InputTable::new();
+    let (mut acc, mut tot) = ([(0i32, 0i32); COLS], [0i64; COLS]);
+    for ic in 0..g.c_in {
+        let (grp, icg) = (ic / cin_g, ic % cin_g);
+        // Weights of (output channel j of the group, this input channel).
+        let wk = &w[(grp * cout_g * cin_g + icg) * taps..];
+        for n in 0..g.n {
+            let gys = &gy[(n * g.c_out + grp * cout_g) * op..][..cout_g * op];
+            let gxp = &mut gx[(n * g.c_in + ic) * ip..][..ip];
+            for iy in 0..g.h {
+                let kys = out_taps(iy, py, dy, g.kh, g.oh);
+                let mut c0 = 0;
+                while c0 < g.w {
+                    let c1 = (c0 + COLS).min(g.w);
+                    let (acc, tot) = (&mut acc[..c1 - c0], &mut tot[..c1 - c0]);
+                    tot.fill(0);
+                    for j0 in (0..cout_g).step_by(per) {
+                        let chans = per.min(cout_g - j0);
+                        let weight = |c: usize, ky: usize, k: usize| wk[c * cin_g * taps + ky * 3 + 2 - k];
+                        let wt = table.get((ic, j0, chans, cout_g), g.kh, weight);
+                        // Output column ix + px - kx = start + (ix - c0) + k - lead, k = 2 - kx.
+                        let planes = rows3::Planes {
+                            src: &gys[j0 * op..][..chans * op],
+                            plane: op,
+                            row_len: g.ow,
+                            start: (c0 + px).saturating_sub(2).min(g.ow),
+                            lead: 2usize.saturating_sub(c0 + px),
+                            row: |ky| (iy + py - ky * dy) * g.ow,
+                        };
+                        rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        flush_w8(tot, acc);
+                    }
+                    for (gv, t) in gxp[iy * g.w + c0..iy * g.w + c1].iter_mut().zip(tot.iter()) {
+                        *gv = finish(gv.0, *t);
+                    }
+                    c0 = c1;
+                }
+            }
         }
     }
 }

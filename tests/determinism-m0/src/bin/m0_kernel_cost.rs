@@ -12,6 +12,7 @@
 //!   1 -> 8 at 28x28, conv2 8 -> 16 at 14x14, conv3 16 -> 32 at 7x7), MACs counted
 //!   densely (padding taps included, as PyTorch counts them) and the same for both
 //!   types, so each ratio is that of the instructions of the same work.
+//!
 //! Each pass gets fresh operands in [-1, 1) (W1's weights, activations and loss-scaled
 //! gradients were all below 1.4 in magnitude in a measured Q16 run), then once more
 //! in [-64, 64) to show the Q16 kernels' slower exact forms for large operands.

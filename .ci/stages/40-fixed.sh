@@ -11,14 +11,14 @@ ROOT=$(pwd)
 hash_of() { grep -o 'DETERMINISM_HASH [0-9a-f]*' | awk '{print $2}' | head -n1; }
 
 echo "--- host (x86_64)"
-host=$(cargo test -q --release -p torchlet-tests --test fixed_determinism -- --nocapture 2>&1 | tee /dev/stderr | hash_of)
+host=$(cargo test -q --release -p torchlet-tests --test fixed_determinism -- --nocapture 2>&1 | tee >(cat >&2) | hash_of)
 
 echo "--- wasm32 (node $(node --version))"
 (cd tests/determinism-wasm && CARGO_TARGET_DIR="$ROOT/target" cargo build -q --release --target wasm32-unknown-unknown)
-wasm=$(node tests/determinism-wasm/run.mjs target/wasm32-unknown-unknown/release/torchlet_determinism_wasm.wasm | tee /dev/stderr | hash_of)
+wasm=$(node tests/determinism-wasm/run.mjs target/wasm32-unknown-unknown/release/torchlet_determinism_wasm.wasm | tee >(cat >&2) | hash_of)
 
 echo "--- thumbv6m-none-eabi (QEMU)"
-m0=$(cd tests/determinism-m0 && CARGO_TARGET_DIR="$ROOT/target/m0" cargo run -q --release --bin m0_determinism | tee /dev/stderr | hash_of)
+m0=$(cd tests/determinism-m0 && CARGO_TARGET_DIR="$ROOT/target/m0" cargo run -q --release --bin m0_determinism | tee >(cat >&2) | hash_of)
 
 echo "host $host  wasm32 $wasm  thumbv6m $m0"
 if [ -z "$host" ] || [ "$host" != "$wasm" ] || [ "$host" != "$m0" ]; then

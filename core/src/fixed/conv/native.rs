@@ -144,6 +144,22 @@ fn axpy3<T: Exact>(acc: &mut [T], src: &[i32], d: usize, [w0, w1, w2]: [i32; 3])
     }
 }
 
+/// `acc[i] += sum_k src[i + (k / 3) * rs + (k % 3) * d] * w[k]` (a 3x3 kernel, rows
+/// `rs` apart): one pass over the sums instead of three.
+#[inline(always)]
+fn axpy9<T: Exact>(acc: &mut [T], src: &[i32], rs: usize, d: usize, w: [i32; 9]) {
+    let n = acc.len();
+    let w = w.map(T::of);
+    let s: [&[i32]; 9] = core::array::from_fn(|k| &src[(k / 3) * rs + (k % 3) * d..][..n]);
+    for (i, a) in acc.iter_mut().enumerate() {
+        let mut t = T::of(s[0][i]) * w[0];
+        for k in 1..9 {
+            t += T::of(s[k][i]) * w[k];
+        }
+        *a += t;
+    }
+}
+
 /// `acc[i] += src[i * step] * w`.
 #[inline(always)]
 fn axpy_step<T: Exact>(acc: &mut [T], src: &[i32], step: usize, w: i32) {
@@ -233,6 +249,11 @@ fn forward_in<T: Exact>(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y
                     let acc = &mut tile[..(nr - 1) * stride + g.ow];
                     acc.fill(T::default());
                     for (plane, wc) in xp.chunks_exact(pp).zip(wk.chunks_exact(taps)) {
+                        if let (true, Ok(w9)) = (flat && g.kh == 3, <&[Q16; 9]>::try_from(wc)) {
+                            let src = &plane[oy0 * p.w..];
+                            axpy9(acc, src, dy * p.w, dx, w9.map(|v| v.0));
+                            continue;
+                        }
                         for (ky, wr) in wc.chunks_exact(g.kw).enumerate() {
                             let at = (oy0 * sy + ky * dy) * p.w;
                             if flat {
@@ -314,6 +335,13 @@ fn backward_input_in<T: Exact>(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q1
                     let len = acc.len();
                     for (ocg, plane) in gp.chunks_exact(pp).take(cout_g).enumerate() {
                         let wc = &w[((grp * cout_g + ocg) * cin_g + icg) * taps..][..taps];
+                        if let (3, Ok(w9)) = (g.kh, <&[Q16; 9]>::try_from(wc)) {
+                            // Tap (ky, kx) reads (iy + py + ry - ky dy, ix + px + rx - kx dx):
+                            // the kernel turned by half a turn, from (py, px).
+                            let src = &plane[(iy0 + py) * p.w + px..];
+                            axpy9(acc, src, dy * p.w, dx, core::array::from_fn(|k| w9[8 - k].0));
+                            continue;
+                        }
                         for (ky, wr) in wc.chunks_exact(g.kw).enumerate() {
                             let at = (iy0 + py + ry - ky * dy) * p.w + px;
                             if let [w0, w1, w2] = wr {

@@ -28,6 +28,10 @@
 //!   when not) and backward-weight is one dot product per tap, row by row. Hot loops sit
 //!   in small functions of their own, so that on a Cortex-M0 they have its eight low
 //!   registers to themselves.
+//! - **Hosts** (every `target_arch` but `"arm"`): `conv/native.rs` takes the same exact
+//!   sums as `i64` (or, under `2^53`, `f64`) sums of whole products, in loops LLVM
+//!   vectorises; it hands a call back to these kernels when the sums could overflow or
+//!   the planes do not fit its stack buffers.
 //! - Rounding and saturation happen once per output: the sticky saturation flag is
 //!   raised there (or when the `i64` total saturates in the wide form).
 

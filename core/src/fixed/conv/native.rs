@@ -4,9 +4,13 @@
 //!
 //! - **Same sums, cheaper form.** Every output is still the exact sum of its products
 //!   (Q32.32), rounded and saturated once by the parent's `finish`; here the sum is an
-//!   `i64` of `i64` products of sign-extended `i32`s, which is exact when
-//!   `max|a| * max|b| * terms < 2^63` (checked once per call, [`form`]; `f64` when `2^53` bounds them). So the
-//!   results, and the sticky saturation flag, are bit-identical to the split kernels'.
+//!   `i64` of `i64` products of sign-extended `i32`s, exact when
+//!   `max|a| * max|b| * terms < 2^63`, or an `f64` sum when that bound is below `2^53`
+//!   (every product and partial sum is then an integer an `f64` holds; SSE2 and wasm
+//!   multiply `f64` pairs but have no packed `i64` multiply). [`form`] checks the bound
+//!   once per call. So the results, and the sticky saturation flag, are bit-identical
+//!   to the split kernels'.
+//! - **3x3 kernels** (W1's) add all nine taps in one pass over the sums ([`axpy9`]).
 //! - **Padded planes on the stack.** A group's input planes (forward, backward-weight)
 //!   or output-gradient planes (backward-input) are copied once per sample into a
 //!   zero-padded stack buffer, so no loop needs a bounds test at the borders.

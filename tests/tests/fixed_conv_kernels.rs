@@ -335,3 +335,81 @@ fn three_wide_row_kernels_are_exact() {
         }
     }
 }
+
+/// A random geometry with planes of 20 to 44 pixels a side: on hosts with a 64-bit
+/// multiply (`torchlet::fixed::conv`'s `native` module) the sums of a plane are taken
+/// in bands of rows, and larger channel groups no longer fit its stack buffers (the
+/// split kernels then run).
+fn large_plane_geom(r: &mut Rng) -> ConvGeom {
+    loop {
+        let groups = 1 + r.below(2);
+        let (c_in, c_out) = (groups * (1 + r.below(4)), groups * (1 + r.below(4)));
+        let (kh, kw) = (1 + r.below(3), 1 + r.below(3));
+        let (h, w) = (20 + r.below(25), 20 + r.below(25));
+        let stride = if r.below(3) == 0 {
+            [2, 1 + r.below(2)]
+        } else {
+            [1, 1]
+        };
+        let (pad, dil) = ([r.below(3), r.below(3)], [1 + r.below(2), 1 + r.below(2)]);
+        let eff = [dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1];
+        if h + 2 * pad[0] < eff[0] || w + 2 * pad[1] < eff[1] {
+            continue;
+        }
+        return ConvGeom {
+            n: 1 + r.below(3),
+            c_in,
+            h,
+            w,
+            c_out,
+            kh,
+            kw,
+            oh: (h + 2 * pad[0] - eff[0]) / stride[0] + 1,
+            ow: (w + 2 * pad[1] - eff[1]) / stride[1] + 1,
+            stride,
+            pad,
+            dil,
+            groups,
+        };
+    }
+}
+
+#[test]
+fn large_planes_are_exact() {
+    // Operand sizes for each host form: f64 sums (below 2^53), i64 sums, and sums
+    // that clamp at the rails (exact in i64 until the final saturation).
+    let mut r = Rng(0x00DD_BA11);
+    let mut saturated = 0;
+    for bits in [[17, 17, 17], [22, 18, 24], [26, 24, 26]] {
+        for _ in 0..25 {
+            let g = large_plane_geom(&mut r);
+            saturated += check_geom(&mut r, g, bits) as usize;
+        }
+    }
+    assert!(saturated > 5, "only {saturated} cases saturated");
+}
+
+#[test]
+fn w1_convolutions_at_batch_32_are_exact() {
+    // W1's three convolutions at batch 32 and 28x28 (3x3, padding 1), with operands
+    // like those of a loss-scaled training step.
+    let mut r = Rng(31);
+    for (c_in, c_out, side) in [(1, 8, 28), (8, 16, 14), (16, 32, 7)] {
+        let g = ConvGeom {
+            n: 32,
+            c_in,
+            h: side,
+            w: side,
+            c_out,
+            kh: 3,
+            kw: 3,
+            oh: side,
+            ow: side,
+            stride: [1, 1],
+            pad: [1, 1],
+            dil: [1, 1],
+            groups: 1,
+        };
+        check_geom(&mut r, g, [18, 16, 24]);
+    }
+}

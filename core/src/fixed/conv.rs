@@ -28,6 +28,10 @@
 //!   when not) and backward-weight is one dot product per tap, row by row. Hot loops sit
 //!   in small functions of their own, so that on a Cortex-M0 they have its eight low
 //!   registers to themselves.
+//! - **Hosts** (every `target_arch` but `"arm"`): `conv/native.rs` takes the same exact
+//!   sums as `i64` (or, under `2^53`, `f64`) sums of whole products, in loops LLVM
+//!   vectorises; it hands a call back to these kernels when the sums could overflow or
+//!   the planes do not fit its stack buffers.
 //! - Rounding and saturation happen once per output: the sticky saturation flag is
 //!   raised there (or when the `i64` total saturates in the wide form).
 
@@ -36,6 +40,8 @@ use super::{round_shift, sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
 
 mod input;
+#[cfg(not(target_arch = "arm"))]
+mod native;
 mod path;
 mod rows3;
 use path::Path;
@@ -163,6 +169,15 @@ fn dot_table<D: Dot>(acc: &mut D, src: &[Q16], table: &[(u32, D::Tap)], seg: usi
 
 /// `y = conv(x, w) + b`, exact sums rounded once.
 pub fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
+    #[cfg(not(target_arch = "arm"))]
+    if native::forward(g, x, w, b, y) {
+        return;
+    }
+    forward_split(g, x, w, b, y)
+}
+
+/// [`conv2d_forward`] with the split (Cortex-M) sums.
+fn forward_split(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
     match path::forward(g, x, w) {
         Path::Rows3(seg) => forward_rows3(g, x, w, b, y, seg),
         Path::RowsW8(seg) => forward_rows_w8(g, x, w, b, y, seg),
@@ -332,6 +347,15 @@ fn forward_with<D: Dot>(
 
 /// `gx += conv_transpose(gy, w)`, exact sums rounded once per input element.
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
+    #[cfg(not(target_arch = "arm"))]
+    if native::backward_input(g, gy, w, gx) {
+        return;
+    }
+    backward_input_split(g, gy, w, gx)
+}
+
+/// [`conv2d_backward_input`] with the split (Cortex-M) sums.
+fn backward_input_split(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
     let cout_g = g.c_out / g.groups;
     match path::backward_input(g, gy, w) {
         Path::Rows3(seg) => backward_input_rows3(g, gy, w, gx, seg),
@@ -346,6 +370,15 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]
 
 /// `gw += correlate(gy, x)`, exact sums rounded once per weight.
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
+    #[cfg(not(target_arch = "arm"))]
+    if native::backward_weight(g, gy, x, gw) {
+        return;
+    }
+    backward_weight_split(g, gy, x, gw)
+}
+
+/// [`conv2d_backward_weight`] with the split (Cortex-M) sums.
+fn backward_weight_split(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
     match path::backward_weight(g, gy, x) {
         Path::SplitGy(rows) => weight::backward_weight_w8(g, gy, x, gw, rows),
         Path::General(Plan::Split8(units)) => backward_weight_with::<Split8>(g, gy, x, gw, units),

@@ -55,7 +55,9 @@ pub(super) fn backward_input_rows3(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut
                     let c1 = (c0 + COLS).min(g.w);
                     let (acc, tot) = (&mut acc[..c1 - c0], &mut tot[..c1 - c0]);
                     tot.fill(0);
-                    for j0 in (0..cout_g).step_by(per) {
+                    // (`while`, not `step_by`, whose length is a division on the M0.)
+                    let mut j0 = 0;
+                    while j0 < cout_g {
                         let chans = per.min(cout_g - j0);
                         let weight = |c: usize, ky: usize, k: usize| wk[c * cin_g * taps + ky * 3 + 2 - k];
                         let wt = table.get((ic, j0, chans, cout_g), g.kh, weight);
@@ -70,6 +72,7 @@ pub(super) fn backward_input_rows3(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut
                         };
                         rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
                         flush_w8(tot, acc);
+                        j0 += chans;
                     }
                     for (gv, t) in gxp[iy * g.w + c0..iy * g.w + c1].iter_mut().zip(tot.iter()) {
                         *gv = finish(gv.0, *t);

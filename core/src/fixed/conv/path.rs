@@ -22,10 +22,11 @@ pub(crate) enum Path {
     General(Plan),
 }
 
-/// Whether the three-wide row kernels apply: 3 columns, column dilation 1, and a
-/// flush bound of at least one channel's taps (they flush between channels).
+/// Whether the three-wide row kernels apply: 3 columns, column dilation 1, a flush
+/// bound of at least one channel's taps (they flush between channels), and a window
+/// whose rows fit their weight tables.
 fn rows3_fit(g: &ConvGeom, seg: usize) -> bool {
-    g.kw == 3 && g.dil[1] == 1 && seg >= g.kh * g.kw
+    g.kw == 3 && g.dil[1] == 1 && seg >= g.kh * g.kw && g.kh <= super::rows3::FORWARD_ROWS
 }
 
 /// The forward pass's loop.

@@ -100,7 +100,10 @@ fn edge<const R: usize>(a: &mut (i32, i32), rows: &[&[Q16]; R], i: usize, lead: 
 /// The forward pass's table: 12 kernel rows (288 bytes of stack; 4 channels of a 3x3
 /// kernel, re-split per row segment when there are more). Small because the M0
 /// fine-tuning program runs the forward pass in 16 KiB of RAM with little stack to spare.
-pub(super) type ForwardTable = Table<12>;
+pub(super) type ForwardTable = Table<FORWARD_ROWS>;
+
+/// Kernel rows of [`ForwardTable`] (the smaller table: taller windows take other loops).
+pub(super) const FORWARD_ROWS: usize = 12;
 
 /// The input gradient's table: 96 kernel rows (2,304 bytes of stack), all 32 output
 /// channels of W1's third convolution.
@@ -140,16 +143,17 @@ impl<const N: usize> Table<N> {
         weight: impl Fn(usize, usize, usize) -> Q16,
     ) -> &[[Split; 3]] {
         if self.key != key || c0 < self.lo || c0 + chans > self.hi {
-            let hi = total.min(c0 + Self::channels(kh));
-            let mut rows = self.rows.iter_mut();
-            for c in c0..hi {
+            // As many channels as fit (counted, not divided: no division on the M0).
+            let (mut hi, mut rows) = (c0, self.rows.iter_mut());
+            while hi < total && rows.len() >= kh {
                 for (ky, t) in (0..kh).zip(&mut rows) {
                     *t = [
-                        split(weight(c, ky, 0)),
-                        split(weight(c, ky, 1)),
-                        split(weight(c, ky, 2)),
+                        split(weight(hi, ky, 0)),
+                        split(weight(hi, ky, 1)),
+                        split(weight(hi, ky, 2)),
                     ];
                 }
+                hi += 1;
             }
             (self.key, self.lo, self.hi) = (key, c0, hi);
         }
@@ -180,8 +184,14 @@ pub(super) fn corr3_planes<F: Fn(usize) -> usize>(
     kh: usize,
     table: &[[Split; 3]],
 ) {
-    for (c, wt) in table.chunks_exact(kh.max(1)).enumerate() {
-        let plane = &p.src[c * p.plane..][..p.plane];
+    let kh = kh.max(1);
+    // Channel by channel (split_at, not `chunks_exact`: no division on the M0).
+    let (mut rest, mut at) = (table, 0);
+    while rest.len() >= kh {
+        let (wt, tail) = rest.split_at(kh);
+        rest = tail;
+        let plane = &p.src[at..][..p.plane];
+        at += p.plane;
         let row = |ky: usize| &plane[(p.row)(ky)..][p.start..p.row_len];
         let mut ky = ky0;
         while ky + 3 <= ky1 {

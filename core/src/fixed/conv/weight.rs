@@ -54,27 +54,38 @@ fn cols_of(g: &ConvGeom, kx: usize) -> (usize, usize) {
     (ox0, ox1)
 }
 
-/// The distinct column windows of the taps (up to [`MASKS`]) and each tap column's
-/// index among them, or `None` when there are more.
-fn windows(g: &ConvGeom) -> Option<([(usize, usize); MASKS], [usize; 16], usize)> {
-    let (mut wins, mut of, mut len) = ([(0, 0); MASKS], [0; 16], 0);
-    if g.kw > of.len() {
+/// The distinct column windows of the taps: `wins[..len]`, and tap column `kx`'s
+/// index among them, `of[kx]`.
+struct Windows {
+    wins: [(usize, usize); MASKS],
+    of: [usize; 16],
+    len: usize,
+}
+
+/// The [`Windows`] of `g`, or `None` when there are more than [`MASKS`] (or more
+/// than 16 tap columns).
+fn windows(g: &ConvGeom) -> Option<Windows> {
+    let mut w = Windows {
+        wins: [(0, 0); MASKS],
+        of: [0; 16],
+        len: 0,
+    };
+    if g.kw > w.of.len() {
         return None;
     }
-    for kx in 0..g.kw {
+    for (kx, at) in w.of.iter_mut().enumerate().take(g.kw) {
         let c = cols_of(g, kx);
-        let at = match wins[..len].iter().position(|&w| w == c) {
+        *at = match w.wins[..w.len].iter().position(|&v| v == c) {
             Some(i) => i,
-            None if len < MASKS => {
-                wins[len] = c;
-                len += 1;
-                len - 1
+            None if w.len < MASKS => {
+                w.wins[w.len] = c;
+                w.len += 1;
+                w.len - 1
             }
             None => return None,
         };
-        of[kx] = at;
     }
-    Some((wins, of, len))
+    Some(w)
 }
 
 /// The layout for geometry `g` (column stride 1, `g.ow <= GBUF`).
@@ -83,7 +94,7 @@ pub(super) fn layout(g: &ConvGeom) -> Layout {
     let st = if g.ow <= xs { xs } else { g.ow };
     let planes = g.n * g.oh * st;
     match windows(g) {
-        Some((_, _, m)) if st == xs && m * planes <= GBUF => Layout::Masked(m),
+        Some(w) if st == xs && w.len * planes <= GBUF => Layout::Masked(w.len),
         _ if planes <= GBUF => Layout::Whole,
         _ => Layout::Chunked,
     }
@@ -113,7 +124,7 @@ fn whole(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16], rows_per_flush: us
     let size = g.n * g.oh * st;
     // Masked: copy `m` keeps the columns of window `wins[m]`; otherwise one copy, all.
     let (wins, of, copies) = match (lay, windows(g)) {
-        (Layout::Masked(_), Some(w)) => w,
+        (Layout::Masked(_), Some(w)) => (w.wins, w.of, w.len),
         _ => ([(0, g.ow); MASKS], [0; 16], 1),
     };
     let masked = matches!(lay, Layout::Masked(_));

@@ -8,6 +8,10 @@ use super::{bands, dot_row_rev, dot_table, finish, rows3, TABLE};
 use crate::kernels::conv::ConvGeom;
 use rows3::InputTable;
 
+/// Row segments up to this long take [`rows3::corr3_planes_padded`] (their borders are
+/// a large share of the work); longer ones the checked border loop.
+const SHORT: usize = 16;
+
 /// Columns of one stack tile of [`rows_plane_w8`] (and of the forward rows).
 pub(super) const COLS: usize = 32;
 
@@ -70,7 +74,11 @@ pub(super) fn backward_input_rows3(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut
                             lead: 2usize.saturating_sub(c0 + px),
                             row: |ky| (iy + py - ky * dy) * g.ow,
                         };
-                        rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        if acc.len() <= SHORT {
+                            rows3::corr3_planes_padded(acc, &planes, kys, g.kh, wt);
+                        } else {
+                            rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        }
                         flush_w8(tot, acc);
                         j0 += chans;
                     }

@@ -207,3 +207,61 @@ pub(super) fn corr3_planes<F: Fn(usize) -> usize>(
         }
     }
 }
+
+/// Sums per call that [`corr3_planes_padded`] takes (its copies: 3 rows of
+/// `PADDED + 2` values, 408 bytes of stack).
+pub(super) const PADDED: usize = 32;
+
+/// [`corr3_planes`] for short row segments (at most [`PADDED`] sums): each source row
+/// is copied once per pass into a zero-padded stack row, so that every sum, border
+/// pixels included, runs the interior loop (a zero product adds nothing: the sums are
+/// unchanged).
+#[inline(never)]
+pub(super) fn corr3_planes_padded<F: Fn(usize) -> usize>(
+    acc: &mut [(i32, i32)],
+    p: &Planes<F>,
+    (ky0, ky1): (usize, usize),
+    kh: usize,
+    table: &[[Split; 3]],
+) {
+    let n = acc.len();
+    if n > PADDED {
+        return corr3_planes(acc, p, (ky0, ky1), kh, table);
+    }
+    let kh = kh.max(1);
+    let mut buf = [[Q16(0); PADDED + 2]; 3];
+    // Padded index j holds source index j - lead: the copied range is the same for
+    // every row, so the zeros around it stay zero.
+    let len = p
+        .row_len
+        .saturating_sub(p.start)
+        .min((n + 2).saturating_sub(p.lead));
+    let at = p.lead.min(n + 2);
+    let (mut rest, mut base) = (table, 0);
+    while rest.len() >= kh {
+        let (wt, tail) = rest.split_at(kh);
+        rest = tail;
+        let plane = &p.src[base..][..p.plane];
+        base += p.plane;
+        let mut ky = ky0;
+        while ky < ky1 {
+            let r = (ky1 - ky).min(3);
+            for (b, k) in buf.iter_mut().zip(ky..ky + r) {
+                let src = &plane[(p.row)(k) + p.start..][..len];
+                b[at..at + len].copy_from_slice(src);
+            }
+            let [b0, b1, b2] = &buf;
+            let (b0, b1, b2) = (&b0[..n + 2], &b1[..n + 2], &b2[..n + 2]);
+            match r {
+                3 => {
+                    if let Ok(w) = <&[[Split; 3]; 3]>::try_from(&wt[ky..ky + 3]) {
+                        interior(acc, [b0, b1, b2], w);
+                    }
+                }
+                2 => interior(acc, [b0, b1], &[wt[ky], wt[ky + 1]]),
+                _ => interior(acc, [b0], &[wt[ky]]),
+            }
+            ky += r;
+        }
+    }
+}

@@ -12,6 +12,11 @@ use rows3::InputTable;
 /// a large share of the work); longer ones the checked border loop.
 const SHORT: usize = 16;
 
+/// Whether a row segment of `len` sums takes [`rows3::corr3_planes_padded`].
+pub(super) fn takes_padded(len: usize) -> bool {
+    len <= SHORT
+}
+
 /// Columns of one stack tile of [`rows_plane_w8`] (and of the forward rows).
 pub(super) const COLS: usize = 32;
 
@@ -74,7 +79,7 @@ pub(super) fn backward_input_rows3(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut
                             lead: 2usize.saturating_sub(c0 + px),
                             row: |ky| (iy + py - ky * dy) * g.ow,
                         };
-                        if acc.len() <= SHORT {
+                        if takes_padded(acc.len()) {
                             rows3::corr3_planes_padded(acc, &planes, kys, g.kh, wt);
                         } else {
                             rows3::corr3_planes(acc, &planes, kys, g.kh, wt);

@@ -132,6 +132,11 @@ mod tests {
                 assert!(matches!(w, Path::SplitGy(_)), "{w:?}");
             }
         }
+        // Backward-input row segments: W1's 7- and 14-wide rows and workload A's 10
+        // take the zero-padded rows, 28-wide rows the checked border loop.
+        for (len, padded) in [(7, true), (10, true), (14, true), (28, false)] {
+            assert_eq!(super::super::input::takes_padded(len), padded, "{len}");
+        }
     }
 
     #[test]

@@ -265,3 +265,53 @@ pub(super) fn corr3_planes_padded<F: Fn(usize) -> usize>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_rows_give_the_checked_loops_sums() {
+        // Random planes, weights, segment lengths, leads (0..=3) and row offsets: the
+        // padded pass and the checked border loop must give the same i32 pairs.
+        let mut s = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |n: u64| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % n
+        };
+        for _ in 0..400 {
+            let (kh, chans) = (1 + next(4) as usize, 1 + next(3) as usize);
+            let (row_len, rows) = (1 + next(20) as usize, kh + next(3) as usize);
+            let (start, lead) = (next(row_len as u64 + 1) as usize, next(4) as usize);
+            // As the callers have it: no sum's window starts past the row's end.
+            let n = 1 + next(PADDED.min(row_len - start + lead + 1) as u64) as usize;
+            let plane = rows * row_len;
+            let src: Vec<Q16> = (0..chans * plane)
+                .map(|_| Q16(next(1 << 20) as i32 - (1 << 19)))
+                .collect();
+            let table: Vec<[Split; 3]> = (0..chans * kh)
+                .map(|_| [0; 3].map(|_: i32| split(Q16(next(1 << 17) as i32 - (1 << 16)))))
+                .collect();
+            let top = next((rows - kh + 1) as u64) as usize;
+            let p = Planes {
+                src: &src,
+                plane,
+                row_len,
+                start,
+                lead,
+                row: |ky: usize| (top + ky) * row_len,
+            };
+            let ky0 = next(kh as u64) as usize;
+            let kys = (ky0, ky0 + next((kh - ky0) as u64 + 1) as usize);
+            let (mut want, mut got) = (vec![(0, 0); n], vec![(0, 0); n]);
+            corr3_planes(&mut want, &p, kys, kh, &table);
+            corr3_planes_padded(&mut got, &p, kys, kh, &table);
+            assert_eq!(
+                got, want,
+                "kh {kh} row_len {row_len} n {n} start {start} lead {lead}"
+            );
+        }
+    }
+}

@@ -413,3 +413,58 @@ fn w1_convolutions_at_batch_32_are_exact() {
         check_geom(&mut r, g, [18, 16, 24]);
     }
 }
+
+/// A random geometry for the split-gy backward-weight (`torchlet::fixed::conv`'s
+/// `weight`): column stride 1, planes from one pixel to larger than its 256-pair
+/// buffer (30x30), one to three input channels, windows up to 5 columns.
+fn split_gy_geom(r: &mut Rng) -> ConvGeom {
+    loop {
+        let groups = 1 + r.below(2);
+        let (c_in, c_out) = (groups * (1 + r.below(3)), groups * (1 + r.below(3)));
+        let (kh, kw) = (1 + r.below(4), 1 + r.below(5));
+        let big = r.below(2) == 0;
+        let side = |r: &mut Rng| 1 + r.below(if big { 30 } else { 9 });
+        let (h, w) = (side(r), side(r));
+        let stride = [1 + r.below(2), 1];
+        let (pad, dil) = ([r.below(3), r.below(3)], [1 + r.below(2), 1 + r.below(2)]);
+        let (eh, ew) = (dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1);
+        if h + 2 * pad[0] < eh || w + 2 * pad[1] < ew {
+            continue;
+        }
+        return ConvGeom {
+            n: 1 + r.below(3),
+            c_in,
+            h,
+            w,
+            c_out,
+            kh,
+            kw,
+            oh: (h + 2 * pad[0] - eh) / stride[0] + 1,
+            ow: w + 2 * pad[1] - ew + 1,
+            stride,
+            pad,
+            dil,
+            groups,
+        };
+    }
+}
+
+#[test]
+fn split_gy_weight_layouts_are_exact() {
+    // The backward-weight layouts (masked copies, one whole copy, row chunks with tap
+    // groups; see core/src/fixed/conv/weight.rs, whose unit tests check which W1 takes)
+    // on small and larger-than-buffer planes, then larger and saturating operands.
+    let mut r = Rng(0x00DD_BA11);
+    for bits in [
+        [17, 17, 17],
+        [16, 16, 16],
+        [19, 16, 19],
+        [24, 20, 24],
+        [32, 32, 32],
+    ] {
+        for _ in 0..60 {
+            let g = split_gy_geom(&mut r);
+            check_geom(&mut r, g, bits);
+        }
+    }
+}

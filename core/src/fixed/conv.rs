@@ -195,8 +195,9 @@ fn forward_rows3(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut 
     let (ip, op, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     let (cin_g, cout_g) = (g.c_in / g.groups, g.c_out / g.groups);
     let ([sy, _], [dy, _], [py, px]) = (g.stride, g.dil, g.pad);
-    // Channels per flush: their taps fit the flush bound; the table's channels.
-    let per = (seg / taps).clamp(1, ForwardTable::channels(g.kh));
+    // Channels per flush: their taps fit the flush bound; per chunk: also the table's.
+    let per_flush = (seg / taps).max(1);
+    let per = per_flush.min(ForwardTable::channels(g.kh));
     let mut table = ForwardTable::new();
     let (mut acc, mut tot) = ([(0i32, 0i32); COLS], [0i64; COLS]);
     for n in 0..g.n {
@@ -206,34 +207,56 @@ fn forward_rows3(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut 
             let wk = &w[oc * cin_g * taps..][..cin_g * taps];
             let bias = b.map_or(0, |b| b[oc].0);
             let yp = &mut y[(n * g.c_out + oc) * op..][..op];
-            for oy in 0..g.oh {
-                let kys = taps_in(oy * sy, py, dy, g.kh, g.h);
+            // Small planes: whole output rows share the tile (`band` rows), so each
+            // chunk's weights are split once per band instead of once per row.
+            let band = if g.ow <= COLS { COLS / g.ow.max(1) } else { 1 };
+            let mut oy0 = 0;
+            while oy0 < g.oh {
+                let oy1 = (oy0 + band).min(g.oh);
                 let mut c0 = 0;
                 while c0 < g.ow {
                     let c1 = (c0 + COLS).min(g.ow);
-                    let (acc, tot) = (&mut acc[..c1 - c0], &mut tot[..c1 - c0]);
+                    let nc = c1 - c0;
+                    let (acc, tot) = (&mut acc[..(oy1 - oy0) * nc], &mut tot[..(oy1 - oy0) * nc]);
                     tot.fill(0);
-                    for ic0 in (0..cin_g).step_by(per) {
+                    // Channels summed in `acc` since its last flush.
+                    let mut pending = 0;
+                    // (`while`, not `step_by`, whose length is a division on the M0.)
+                    let mut ic0 = 0;
+                    while ic0 < cin_g {
                         let chans = per.min(cin_g - ic0);
+                        if pending + chans > per_flush {
+                            flush_w8(tot, acc);
+                            pending = 0;
+                        }
+                        pending += chans;
                         let weight = |c: usize, ky: usize, k: usize| wk[c * taps + ky * 3 + k];
                         let wt = table.get((oc, ic0, chans, cin_g), g.kh, weight);
-                        // Source column ox + k - px = start + (ox - c0) + k - lead.
-                        let planes = rows3::Planes {
-                            src: &xs[ic0 * ip..][..chans * ip],
-                            plane: ip,
-                            row_len: g.w,
-                            start: c0.saturating_sub(px).min(g.w),
-                            lead: px.saturating_sub(c0),
-                            row: |ky| (oy * sy + ky * dy - py) * g.w,
-                        };
-                        rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
-                        flush_w8(tot, acc);
+                        for oy in oy0..oy1 {
+                            // (Slicing, not `chunks_exact_mut`: no division on the M0.)
+                            let acc = &mut acc[(oy - oy0) * nc..][..nc];
+                            // Source column ox + k - px = start + (ox - c0) + k - lead.
+                            let planes = rows3::Planes {
+                                src: &xs[ic0 * ip..][..chans * ip],
+                                plane: ip,
+                                row_len: g.w,
+                                start: c0.saturating_sub(px).min(g.w),
+                                lead: px.saturating_sub(c0),
+                                row: |ky| (oy * sy + ky * dy - py) * g.w,
+                            };
+                            let kys = taps_in(oy * sy, py, dy, g.kh, g.h);
+                            rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        }
+                        ic0 += chans;
                     }
-                    for (yv, t) in yp[oy * g.ow + c0..oy * g.ow + c1].iter_mut().zip(tot.iter()) {
+                    flush_w8(tot, acc);
+                    // One row segment, or whole rows (c0 = 0, nc = ow): contiguous in y.
+                    for (yv, t) in yp[oy0 * g.ow + c0..][..tot.len()].iter_mut().zip(tot.iter()) {
                         *yv = finish(bias, *t);
                     }
                     c0 = c1;
                 }
+                oy0 = oy1;
             }
         }
     }

@@ -8,6 +8,15 @@ use super::{bands, dot_row_rev, dot_table, finish, rows3, TABLE};
 use crate::kernels::conv::ConvGeom;
 use rows3::InputTable;
 
+/// Row segments up to this long take [`rows3::corr3_planes_padded`] (their borders are
+/// a large share of the work); longer ones the checked border loop.
+const SHORT: usize = 16;
+
+/// Whether a row segment of `len` sums takes [`rows3::corr3_planes_padded`].
+pub(super) fn takes_padded(len: usize) -> bool {
+    len <= SHORT
+}
+
 /// Columns of one stack tile of [`rows_plane_w8`] (and of the forward rows).
 pub(super) const COLS: usize = 32;
 
@@ -55,7 +64,9 @@ pub(super) fn backward_input_rows3(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut
                     let c1 = (c0 + COLS).min(g.w);
                     let (acc, tot) = (&mut acc[..c1 - c0], &mut tot[..c1 - c0]);
                     tot.fill(0);
-                    for j0 in (0..cout_g).step_by(per) {
+                    // (`while`, not `step_by`, whose length is a division on the M0.)
+                    let mut j0 = 0;
+                    while j0 < cout_g {
                         let chans = per.min(cout_g - j0);
                         let weight = |c: usize, ky: usize, k: usize| wk[c * cin_g * taps + ky * 3 + 2 - k];
                         let wt = table.get((ic, j0, chans, cout_g), g.kh, weight);
@@ -68,8 +79,13 @@ pub(super) fn backward_input_rows3(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut
                             lead: 2usize.saturating_sub(c0 + px),
                             row: |ky| (iy + py - ky * dy) * g.ow,
                         };
-                        rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        if takes_padded(acc.len()) {
+                            rows3::corr3_planes_padded(acc, &planes, kys, g.kh, wt);
+                        } else {
+                            rows3::corr3_planes(acc, &planes, kys, g.kh, wt);
+                        }
                         flush_w8(tot, acc);
+                        j0 += chans;
                     }
                     for (gv, t) in gxp[iy * g.w + c0..iy * g.w + c1].iter_mut().zip(tot.iter()) {
                         *gv = finish(gv.0, *t);

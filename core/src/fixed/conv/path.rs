@@ -22,10 +22,11 @@ pub(crate) enum Path {
     General(Plan),
 }
 
-/// Whether the three-wide row kernels apply: 3 columns, column dilation 1, and a
-/// flush bound of at least one channel's taps (they flush between channels).
+/// Whether the three-wide row kernels apply: 3 columns, column dilation 1, a flush
+/// bound of at least one channel's taps (they flush between channels), and a window
+/// whose rows fit their weight tables.
 fn rows3_fit(g: &ConvGeom, seg: usize) -> bool {
-    g.kw == 3 && g.dil[1] == 1 && seg >= g.kh * g.kw
+    g.kw == 3 && g.dil[1] == 1 && seg >= g.kh * g.kw && g.kh <= super::rows3::FORWARD_ROWS
 }
 
 /// The forward pass's loop.
@@ -130,6 +131,11 @@ mod tests {
                 assert!(matches!(i, Path::Rows3(s) if s >= 9), "{i:?}");
                 assert!(matches!(w, Path::SplitGy(_)), "{w:?}");
             }
+        }
+        // Backward-input row segments: W1's 7- and 14-wide rows and workload A's 10
+        // take the zero-padded rows, 28-wide rows the checked border loop.
+        for (len, padded) in [(7, true), (10, true), (14, true), (28, false)] {
+            assert_eq!(super::super::input::takes_padded(len), padded, "{len}");
         }
     }
 

@@ -100,7 +100,10 @@ fn edge<const R: usize>(a: &mut (i32, i32), rows: &[&[Q16]; R], i: usize, lead: 
 /// The forward pass's table: 12 kernel rows (288 bytes of stack; 4 channels of a 3x3
 /// kernel, re-split per row segment when there are more). Small because the M0
 /// fine-tuning program runs the forward pass in 16 KiB of RAM with little stack to spare.
-pub(super) type ForwardTable = Table<12>;
+pub(super) type ForwardTable = Table<FORWARD_ROWS>;
+
+/// Kernel rows of [`ForwardTable`] (the smaller table: taller windows take other loops).
+pub(super) const FORWARD_ROWS: usize = 12;
 
 /// The input gradient's table: 96 kernel rows (2,304 bytes of stack), all 32 output
 /// channels of W1's third convolution.
@@ -140,16 +143,17 @@ impl<const N: usize> Table<N> {
         weight: impl Fn(usize, usize, usize) -> Q16,
     ) -> &[[Split; 3]] {
         if self.key != key || c0 < self.lo || c0 + chans > self.hi {
-            let hi = total.min(c0 + Self::channels(kh));
-            let mut rows = self.rows.iter_mut();
-            for c in c0..hi {
+            // As many channels as fit (counted, not divided: no division on the M0).
+            let (mut hi, mut rows) = (c0, self.rows.iter_mut());
+            while hi < total && rows.len() >= kh {
                 for (ky, t) in (0..kh).zip(&mut rows) {
                     *t = [
-                        split(weight(c, ky, 0)),
-                        split(weight(c, ky, 1)),
-                        split(weight(c, ky, 2)),
+                        split(weight(hi, ky, 0)),
+                        split(weight(hi, ky, 1)),
+                        split(weight(hi, ky, 2)),
                     ];
                 }
+                hi += 1;
             }
             (self.key, self.lo, self.hi) = (key, c0, hi);
         }
@@ -180,8 +184,14 @@ pub(super) fn corr3_planes<F: Fn(usize) -> usize>(
     kh: usize,
     table: &[[Split; 3]],
 ) {
-    for (c, wt) in table.chunks_exact(kh.max(1)).enumerate() {
-        let plane = &p.src[c * p.plane..][..p.plane];
+    let kh = kh.max(1);
+    // Channel by channel (split_at, not `chunks_exact`: no division on the M0).
+    let (mut rest, mut at) = (table, 0);
+    while rest.len() >= kh {
+        let (wt, tail) = rest.split_at(kh);
+        rest = tail;
+        let plane = &p.src[at..][..p.plane];
+        at += p.plane;
         let row = |ky: usize| &plane[(p.row)(ky)..][p.start..p.row_len];
         let mut ky = ky0;
         while ky + 3 <= ky1 {
@@ -194,6 +204,114 @@ pub(super) fn corr3_planes<F: Fn(usize) -> usize>(
             corr3_w8(acc, [row(ky), row(ky + 1)], p.lead, &[wt[ky], wt[ky + 1]]);
         } else if ky < ky1 {
             corr3_w8(acc, [row(ky)], p.lead, &[wt[ky]]);
+        }
+    }
+}
+
+/// Sums per call that [`corr3_planes_padded`] takes (its copies: 3 rows of
+/// `PADDED + 2` values, 408 bytes of stack).
+pub(super) const PADDED: usize = 32;
+
+/// [`corr3_planes`] for short row segments (at most [`PADDED`] sums): each source row
+/// is copied once per pass into a zero-padded stack row, so that every sum, border
+/// pixels included, runs the interior loop (a zero product adds nothing: the sums are
+/// unchanged).
+#[inline(never)]
+pub(super) fn corr3_planes_padded<F: Fn(usize) -> usize>(
+    acc: &mut [(i32, i32)],
+    p: &Planes<F>,
+    (ky0, ky1): (usize, usize),
+    kh: usize,
+    table: &[[Split; 3]],
+) {
+    let n = acc.len();
+    if n > PADDED {
+        return corr3_planes(acc, p, (ky0, ky1), kh, table);
+    }
+    let kh = kh.max(1);
+    let mut buf = [[Q16(0); PADDED + 2]; 3];
+    // Padded index j holds source index j - lead: the copied range is the same for
+    // every row, so the zeros around it stay zero.
+    let len = p
+        .row_len
+        .saturating_sub(p.start)
+        .min((n + 2).saturating_sub(p.lead));
+    let at = p.lead.min(n + 2);
+    let (mut rest, mut base) = (table, 0);
+    while rest.len() >= kh {
+        let (wt, tail) = rest.split_at(kh);
+        rest = tail;
+        let plane = &p.src[base..][..p.plane];
+        base += p.plane;
+        let mut ky = ky0;
+        while ky < ky1 {
+            let r = (ky1 - ky).min(3);
+            for (b, k) in buf.iter_mut().zip(ky..ky + r) {
+                let src = &plane[(p.row)(k) + p.start..][..len];
+                b[at..at + len].copy_from_slice(src);
+            }
+            let [b0, b1, b2] = &buf;
+            let (b0, b1, b2) = (&b0[..n + 2], &b1[..n + 2], &b2[..n + 2]);
+            match r {
+                3 => {
+                    if let Ok(w) = <&[[Split; 3]; 3]>::try_from(&wt[ky..ky + 3]) {
+                        interior(acc, [b0, b1, b2], w);
+                    }
+                }
+                2 => interior(acc, [b0, b1], &[wt[ky], wt[ky + 1]]),
+                _ => interior(acc, [b0], &[wt[ky]]),
+            }
+            ky += r;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_rows_give_the_checked_loops_sums() {
+        // Random planes, weights, segment lengths, leads (0..=3) and row offsets: the
+        // padded pass and the checked border loop must give the same i32 pairs.
+        let mut s = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |n: u64| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % n
+        };
+        for _ in 0..400 {
+            let (kh, chans) = (1 + next(4) as usize, 1 + next(3) as usize);
+            let (row_len, rows) = (1 + next(20) as usize, kh + next(3) as usize);
+            let (start, lead) = (next(row_len as u64 + 1) as usize, next(4) as usize);
+            // As the callers have it: no sum's window starts past the row's end.
+            let n = 1 + next(PADDED.min(row_len - start + lead + 1) as u64) as usize;
+            let plane = rows * row_len;
+            let src: Vec<Q16> = (0..chans * plane)
+                .map(|_| Q16(next(1 << 20) as i32 - (1 << 19)))
+                .collect();
+            let table: Vec<[Split; 3]> = (0..chans * kh)
+                .map(|_| [0; 3].map(|_: i32| split(Q16(next(1 << 17) as i32 - (1 << 16)))))
+                .collect();
+            let top = next((rows - kh + 1) as u64) as usize;
+            let p = Planes {
+                src: &src,
+                plane,
+                row_len,
+                start,
+                lead,
+                row: |ky: usize| (top + ky) * row_len,
+            };
+            let ky0 = next(kh as u64) as usize;
+            let kys = (ky0, ky0 + next((kh - ky0) as u64 + 1) as usize);
+            let (mut want, mut got) = (vec![(0, 0); n], vec![(0, 0); n]);
+            corr3_planes(&mut want, &p, kys, kh, &table);
+            corr3_planes_padded(&mut got, &p, kys, kh, &table);
+            assert_eq!(
+                got, want,
+                "kh {kh} row_len {row_len} n {n} start {start} lead {lead}"
+            );
         }
     }
 }

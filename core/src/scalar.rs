@@ -8,6 +8,7 @@
 //! - `to_bits`/`from_bits` let the arena store small integers (max-pool indices, class
 //!   targets) in scalar words without `unsafe`.
 
+use crate::kernels::resize::{self, InterpMode};
 use crate::kernels::{conv, conv::ConvGeom, linear};
 use core::fmt::Debug;
 use core::ops::{Add, AddAssign, Mul, Neg, Sub};
@@ -85,6 +86,13 @@ pub trait Scalar:
     // The ops call the hot kernels through these, so a type can replace the plain
     // generic kernels with specialised ones (SIMD for f32) without touching the ops.
 
+    /// Source pixels and blend weights of resize output `o` (see
+    /// [`resize::taps`]): `(i0, i1, w0, w1)`, the output reads `w0 * x[i0] + w1 * x[i1]`.
+    #[inline]
+    fn resize_taps(o: usize, inp: usize, out: usize, mode: InterpMode) -> (usize, usize, Self, Self) {
+        let (i0, i1, l) = resize::taps(o, inp, out, mode);
+        (i0, i1, Self::from_f32(1.0 - l), Self::from_f32(l))
+    }
     /// See [`conv::conv2d_forward`].
     fn conv2d_forward(g: &ConvGeom, x: &[Self], w: &[Self], b: Option<&[Self]>, y: &mut [Self]) {
         conv::conv2d_forward(g, x, w, b, y)

@@ -84,6 +84,7 @@ pub mod math;
 pub mod mul;
 
 use crate::kernels::conv::ConvGeom;
+use crate::kernels::resize::{self, InterpMode};
 use crate::scalar::Scalar;
 use core::fmt;
 use core::ops::{Add, AddAssign, Mul, Neg, Sub};
@@ -417,6 +418,15 @@ impl Scalar for Q16 {
     #[inline]
     fn mul_dithered(self, rhs: Q16, dither: u32) -> Q16 {
         self.mul_stochastic(rhs, dither)
+    }
+
+    // Exact source coordinates: integer arithmetic only (no soft-float on a Cortex-M0),
+    // and the two weights sum to exactly one.
+    fn resize_taps(o: usize, inp: usize, out: usize, mode: InterpMode) -> (usize, usize, Q16, Q16) {
+        let (i0, i1, frac, den) = resize::taps_exact(o, inp, out, mode);
+        // round(frac / den * 2^16), half up (frac < den, so it is at most 2^16).
+        let w1 = ((frac << 17) + den) / (2 * den);
+        (i0, i1, Q16((1 << 16) - w1 as i32), Q16(w1 as i32))
     }
 
     // Exact-sum kernels (one rounding per output), about 4x cheaper on Cortex-M0 than

@@ -248,7 +248,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         r?;
         if let Some(gx) = self.grad_of(x as u16) {
-            let inv = S::from_f32(-1.0 / lr);
+            // The inverse of the factor applied (for fixed point, of its rounded
+            // value), in the scalar's own arithmetic: no float division is linked.
+            let inv = S::ONE.div(neg);
             self.exec([], gx, |[], g| g.iter_mut().for_each(|v| *v = *v * inv))?;
         }
         Ok(true)

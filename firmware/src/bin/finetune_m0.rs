@@ -118,6 +118,17 @@ fn run() -> Result<bool, Error> {
     Ok(train(&sizes, &samples, plan_stack)? && big_ok)
 }
 
+/// The integer part of a non-negative loss (printed without float: no soft-float
+/// code is linked into the M0 program).
+fn int(q: Q16) -> u32 {
+    q.raw().max(0) as u32 >> 16
+}
+
+/// Its first four decimals, truncated.
+fn frac4(q: Q16) -> u32 {
+    ((q.raw().max(0) as u32 & 0xFFFF) * 10_000) >> 16
+}
+
 /// Fine-tunes and evaluates (the real graph lives in this frame only).
 #[inline(never)]
 fn train(sizes: &SizeTable, samples: &Samples<'static>, plan_stack: usize) -> Result<bool, Error> {
@@ -140,17 +151,19 @@ fn train(sizes: &SizeTable, samples: &Samples<'static>, plan_stack: usize) -> Re
         let st = train_epoch(&m, &mut g, sizes, samples.finetune(), |i, s, step| {
             match step {
             Some(t) => defmt::info!(
-                "epoch {=usize} step {=usize} {=usize}x{=usize} used at {=usize}x{=usize}: loss {=f32}, arena {=usize} bytes (plan {=usize})",
-                epoch, i, s.h, s.w, t.target.0, t.target.1, t.loss.to_f32(), t.high_water, t.planned
+                "epoch {=usize} step {=usize} {=usize}x{=usize} used at {=usize}x{=usize}: loss {=u32}.{=u32:04}, arena {=usize} bytes (plan {=usize})",
+                epoch, i, s.h, s.w, t.target.0, t.target.1, int(t.loss), frac4(t.loss), t.high_water, t.planned
             ),
             None => defmt::warn!("sample {=usize} {=usize}x{=usize} skipped: no valid size fits the arena", i, s.h, s.w),
         }
         })?;
         let acc = evaluate(&m, &mut g, sizes, samples.heldout())?;
+        let mean = Q16((st.loss_sum / st.n.max(1) as i64) as i32);
         defmt::info!(
-            "epoch {=usize}: mean loss {=f32}, {=usize}/{=usize} samples resized to fit, held-out accuracy {=usize}/{=usize}",
+            "epoch {=usize}: mean loss {=u32}.{=u32:04}, {=usize}/{=usize} samples resized to fit, held-out accuracy {=usize}/{=usize}",
             epoch,
-            Q16((st.loss_sum / st.n.max(1) as i64) as i32).to_f32(),
+            int(mean),
+            frac4(mean),
             st.resized,
             st.n,
             acc.correct,

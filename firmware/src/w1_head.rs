@@ -77,18 +77,21 @@ impl HeadModel {
     }
 
     /// Logits `[1, 10]` of one `native` (h, w) sample used at `target` size; `fill`
-    /// writes the native pixels.
+    /// writes the native pixels. One copy for every caller (never inlined, `fill` a
+    /// trait object): the planner, training and evaluation share it, which keeps the
+    /// M0 program's flash down.
+    #[inline(never)]
     fn logits<const N: usize>(
         &self,
         g: &mut Graph<'_, Q16, N>,
         native: (usize, usize),
         target: (usize, usize),
-        fill: impl FnOnce(&mut [Q16]),
+        fill: &dyn Fn(&mut [Q16]),
     ) -> Result<Tensor, Error> {
         // The frozen part through `no_grad`: it records no gradient path either way
         // (nothing in it requires one), and this way no backward code of its ops is
         // linked: only the head's linear and cross-entropy rules are.
-        let mut y = g.input_with(&[1, 1, native.0, native.1], fill)?;
+        let mut y = g.input_with(&[1, 1, native.0, native.1], |d| fill(d))?;
         if target != native {
             let mode = InterpMode::Bilinear { align_corners: false };
             let r = g.no_grad().interpolate(y, [target.0, target.1], mode)?;
@@ -121,7 +124,7 @@ impl HeadModel {
         native: (usize, usize),
         target: (usize, usize),
         label: usize,
-        fill: impl FnOnce(&mut [Q16]),
+        fill: &dyn Fn(&mut [Q16]),
     ) -> Result<Tensor, Error> {
         let logits = self.logits(g, native, target, fill)?;
         g.cross_entropy(logits, &[label])
@@ -135,7 +138,7 @@ impl HeadModel {
         native: (usize, usize),
         target: (usize, usize),
         label: usize,
-        fill: impl FnOnce(&mut [Q16]),
+        fill: &dyn Fn(&mut [Q16]),
     ) -> Result<Q16, Error> {
         let r = (|| {
             let loss = self.loss(g, native, target, label, fill)?;
@@ -153,7 +156,7 @@ impl HeadModel {
         g: &mut Graph<'_, Q16, N>,
         native: (usize, usize),
         target: (usize, usize),
-        fill: impl FnOnce(&mut [Q16]),
+        fill: &dyn Fn(&mut [Q16]),
     ) -> Result<usize, Error> {
         g.set_grad_enabled(false);
         let r = (|| {
@@ -208,7 +211,7 @@ fn planner<const N: usize>(
 > {
     Planner::new(
         move |g: &mut Graph<'static, Q16, N>| HeadModel::new(g, f, lr),
-        move |g: &mut Graph<'static, Q16, N>, m: &HeadModel, th, tw| m.loss(g, native, (th, tw), 0, |_| {}),
+        move |g: &mut Graph<'static, Q16, N>, m: &HeadModel, th, tw| m.loss(g, native, (th, tw), 0, &|_| {}),
     )
 }
 
@@ -351,7 +354,7 @@ pub fn train_epoch<'s, const N: usize>(
         st.resized += (target != native) as usize;
         g.reset_high_water();
         torchlet::fixed::take_saturated();
-        let loss = m.train_step(g, native, target, s.label as usize, |d| s.fill_q16(d))?;
+        let loss = m.train_step(g, native, target, s.label as usize, &|d| s.fill_q16(d))?;
         st.saturated += torchlet::fixed::take_saturated() as usize;
         let high = g.arena().high_water_bytes();
         st.loss_sum += loss.raw() as i64;
@@ -383,7 +386,7 @@ pub fn evaluate<'s, const N: usize>(
             continue;
         };
         st.resized += (target != (s.h, s.w)) as usize;
-        st.correct += (m.predict(g, (s.h, s.w), target, |d| s.fill_q16(d))? == s.label as usize) as usize;
+        st.correct += (m.predict(g, (s.h, s.w), target, &|d| s.fill_q16(d))? == s.label as usize) as usize;
     }
     Ok(st)
 }

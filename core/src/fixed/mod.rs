@@ -82,6 +82,11 @@ pub mod conv;
 mod dot;
 pub mod math;
 pub mod mul;
+pub mod qconv;
+pub mod quantize;
+
+pub use qconv::{QConv2dWeights, QScale};
+pub use quantize::quantize_per_channel;
 
 use crate::kernels::conv::ConvGeom;
 use crate::scalar::Scalar;

@@ -74,6 +74,15 @@
 //! multiply-accumulate on a Cortex-M0, 9.4x to 12x fewer than soft-float `f32`
 //! (`tests/determinism/README.md`).
 //!
+//! # Frozen int8 convolutions
+//! Frozen layers (weights that never train, for example in flash) can be stored as
+//! `i8` with a scale per output channel ([`QConv2dWeights`], made on the host by
+//! [`quantize_per_channel`]) and run on `Q16` activations by
+//! [`NoGrad::conv2d_q8`](crate::NoGrad::conv2d_q8): a quarter of the weight bytes,
+//! and one small exact kernel ([`qconv`]) instead of the Q16 conv family. Each output is
+//! `sat(round_half_away(sum(x_raw * q) * mult / 2^shift) + bias_raw)`, integer math
+//! only, so the same bits on every target.
+//!
 //! # Cost
 //! [`mul`] builds the 64-bit product from four 16 x 16 multiplies on ARM (Cortex-M0 has
 //! no 32 x 32 -> 64 multiply), with results equal bit for bit to the native form.
@@ -82,6 +91,11 @@ pub mod conv;
 mod dot;
 pub mod math;
 pub mod mul;
+pub mod qconv;
+pub mod quantize;
+
+pub use qconv::{QConv2dWeights, QScale};
+pub use quantize::quantize_per_channel;
 
 use crate::kernels::conv::ConvGeom;
 use crate::kernels::resize::{self, InterpMode};

@@ -10,6 +10,7 @@
 
 use super::{Graph, Tensor};
 use crate::error::Result;
+use crate::fixed::{QConv2dWeights, Q16};
 use crate::ops::conv::Conv2dParams;
 use crate::ops::interpolate::InterpMode;
 use crate::ops::pool::Pool2dParams;
@@ -64,5 +65,17 @@ impl<S: Scalar, const N: usize> NoGrad<'_, '_, S, N> {
     /// [`Graph::flatten`] without gradients.
     pub fn flatten(&mut self, x: Tensor, start_dim: usize) -> Result<Tensor> {
         self.g.flatten_with(x, start_dim, None)
+    }
+}
+
+impl<const N: usize> NoGrad<'_, '_, Q16, N> {
+    /// conv2d with frozen int8 weights quantized per output channel
+    /// ([`QConv2dWeights`], read in place, for example from flash): validation, output
+    /// shape and arena bytes as [`Graph::conv2d`] (a meta graph plans it exactly), each
+    /// output `sat(round(sum(x_raw * q) * mult / 2^shift) + bias_raw)`, exact for any
+    /// input (see [`crate::fixed::qconv`]). `Q16` graphs only; there is no gradient
+    /// version (frozen layers).
+    pub fn conv2d_q8(&mut self, x: Tensor, w: &QConv2dWeights<'_>, p: Conv2dParams) -> Result<Tensor> {
+        self.g.conv2d_q8_no_grad(x, w, p)
     }
 }

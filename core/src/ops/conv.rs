@@ -47,27 +47,38 @@ const OP: &str = "conv2d";
 
 /// Validates shapes and parameters and returns the kernel geometry.
 pub(crate) fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &Conv2dParams) -> Result<ConvGeom> {
-    expect_rank(OP, "input rank (N, C, H, W)", x.rank(), 4)?;
-    expect_rank(OP, "weight rank (out, in/groups, kh, kw)", w.rank(), 4)?;
+    geometry_of(OP, x, w, b, p)
+}
+
+/// [`geometry`] with errors naming the op `op` (conv2d's variants share its rules).
+pub(crate) fn geometry_of(
+    op: &'static str,
+    x: Shape,
+    w: Shape,
+    b: Option<Shape>,
+    p: &Conv2dParams,
+) -> Result<ConvGeom> {
+    expect_rank(op, "input rank (N, C, H, W)", x.rank(), 4)?;
+    expect_rank(op, "weight rank (out, in/groups, kh, kw)", w.rank(), 4)?;
     let (n, c_in, h, wd) = (x.dim(0), x.dim(1), x.dim(2), x.dim(3));
     let (c_out, cin_g, kh, kw) = (w.dim(0), w.dim(1), w.dim(2), w.dim(3));
     if p.groups == 0 {
         return Err(Error::InvalidParam {
-            op: OP,
+            op,
             what: "groups must be at least 1",
             value: 0,
         });
     }
     if c_in % p.groups != 0 || c_out % p.groups != 0 {
         return Err(Error::InvalidParam {
-            op: OP,
+            op,
             what: "groups must divide input and output channels",
             value: p.groups as i64,
         });
     }
     if cin_g != c_in / p.groups {
         return Err(Error::ShapeMismatch {
-            op: OP,
+            op,
             what: "weight input channels vs input channels / groups",
             expected: c_in / p.groups,
             found: cin_g,
@@ -75,7 +86,7 @@ pub(crate) fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &Conv2dParams) -
     }
     if n == 0 || c_in == 0 || c_out == 0 || h == 0 || wd == 0 {
         return Err(Error::ShapeMismatch {
-            op: OP,
+            op,
             what: "zero-sized input or weight dimension",
             expected: 1,
             found: 0,
@@ -84,15 +95,15 @@ pub(crate) fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &Conv2dParams) -
     if let Some(b) = b {
         if b.rank() != 1 || b.dim(0) != c_out {
             return Err(Error::ShapeMismatch {
-                op: OP,
+                op,
                 what: "bias length vs output channels",
                 expected: c_out,
                 found: b.numel(),
             });
         }
     }
-    let oh = window_out(OP, h, kh, p.stride[0], p.padding[0], p.dilation[0], false)?;
-    let ow = window_out(OP, wd, kw, p.stride[1], p.padding[1], p.dilation[1], false)?;
+    let oh = window_out(op, h, kh, p.stride[0], p.padding[0], p.dilation[0], false)?;
+    let ow = window_out(op, wd, kw, p.stride[1], p.padding[1], p.dilation[1], false)?;
     Ok(ConvGeom {
         n,
         c_in,

@@ -14,6 +14,7 @@ pub mod linear;
 pub mod loss;
 pub mod pad;
 pub mod pool;
+pub mod qconv;
 pub mod reshape;
 
 use crate::arena::Span;

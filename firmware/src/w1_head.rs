@@ -1,11 +1,14 @@
 //! W1 fine-tuned on a Cortex-M0 in 16 KiB of RAM, in Q16.16 fixed point: the frozen
-//! convolutions are read in place from flash ([`Graph::external`]), only the
-//! classifier head (linear 32->10, weight and bias) is trained, with fused SGD so it
-//! keeps no gradient buffers.
+//! convolutions run from flash with int8 weights quantized per output channel
+//! ([`QConv2dWeights`], `NoGrad::conv2d_q8`), only the classifier head (linear
+//! 32->10, weight and bias) is trained, with fused SGD so it keeps no gradient buffers.
 //!
 //! - The frozen part records nothing (its inputs and weights need no gradient), and
 //!   every activation is freed as soon as the next op has read it, so it holds about
 //!   two feature maps at a time; only the head is on the tape for backward.
+//! - Int8 frozen weights: a quarter of the flash of Q16 ones (5,832 bytes instead of
+//!   23,328) and one small exact kernel instead of the Q16 convolution family, which
+//!   is what lets the program fit the micro:bit's flash.
 //! - A sample is used at its native size when the meta plan of its training step fits
 //!   the arena, and otherwise resized (bilinear, in the graph) to the largest size of
 //!   the same aspect that fits ([`input_size`], the planner's answer). Every distinct
@@ -15,28 +18,36 @@
 //!   (`tests/examples/export_m0_assets.rs`) to simulate the device's run bit for bit.
 
 use crate::assets::Sample;
+use torchlet::fixed::QConv2dWeights;
 use torchlet::plan::Planner;
 use torchlet::{Conv2dParams, Error, Graph, InterpMode, Pool2dParams, Tensor, Q16};
 
-/// Tape records: 6 frozen tensors, 2 head parameters, the input, the resize and
-/// 12 op records of one step (freed records keep their slot until the step ends).
-pub const TAPE_M0: usize = 24;
+/// Tape records: 2 head parameters, the input, the resize and 12 op records of one
+/// step (freed records keep their slot until the step ends).
+pub const TAPE_M0: usize = 18;
 
-/// Shapes of W1's frozen tensors: conv1, conv2, conv3 (weight, bias each).
-pub const CONV_DIMS: [&[usize]; 6] = [&[8, 1, 3, 3], &[8], &[16, 8, 3, 3], &[16], &[32, 16, 3, 3], &[32]];
-
-/// Where the pretrained values are: the frozen ones are used in place, the head's
-/// are copied into the arena (they change).
+/// Where the pretrained values are: the frozen convolutions are used in place, the
+/// head's values are copied into the arena (they change).
 pub struct Frozen<'a> {
-    /// conv1 weight, conv1 bias, conv2 weight, conv2 bias, conv3 weight, conv3 bias.
-    pub conv: [&'a [Q16]; 6],
+    /// conv1, conv2, conv3 (3x3, padding 1): int8 weights, scales and Q16 biases.
+    pub conv: [QConv2dWeights<'a>; 3],
     /// The head's initial weight `[10, 32]` and bias `[10]`.
     pub head: [&'a [Q16]; 2],
 }
 
-/// The model's handles: frozen convolutions and the trainable head.
-pub struct HeadModel {
-    conv: [Tensor; 6],
+impl Frozen<'_> {
+    /// Flash bytes of the frozen convolutions (int8 weights, scales, biases).
+    pub fn conv_bytes(&self) -> usize {
+        self.conv
+            .iter()
+            .map(|c| c.weights().len() + c.scales().len() * 4 + c.bias().map_or(0, |b| b.len() * 4))
+            .sum()
+    }
+}
+
+/// The model's handles: the frozen convolutions and the trainable head.
+pub struct HeadModel<'a> {
+    conv: &'a [QConv2dWeights<'a>; 3],
     w: Tensor,
     b: Tensor,
 }
@@ -58,22 +69,16 @@ fn copy_into<const N: usize>(g: &mut Graph<'_, Q16, N>, t: Tensor, src: &[Q16]) 
     Ok(())
 }
 
-impl HeadModel {
-    /// Maps the frozen tensors, creates the head (copying its pretrained values) and
-    /// switches the graph to fused SGD with learning rate `lr`.
-    pub fn new<'a, const N: usize>(
-        g: &mut Graph<'a, Q16, N>,
-        f: &Frozen<'a>,
-        lr: f32,
-    ) -> Result<Self, Error> {
+impl<'a> HeadModel<'a> {
+    /// Creates the head (copying its pretrained values) and switches the graph to
+    /// fused SGD with learning rate `lr`; the frozen convolutions stay where they are.
+    pub fn new<const N: usize>(g: &mut Graph<'_, Q16, N>, f: &'a Frozen<'a>, lr: f32) -> Result<Self, Error> {
         g.set_fused_sgd(lr)?;
-        let mut ext = |i: usize| g.external(CONV_DIMS[i], f.conv[i]);
-        let conv = [ext(0)?, ext(1)?, ext(2)?, ext(3)?, ext(4)?, ext(5)?];
         let w = g.param(&[10, 32])?;
         let b = g.param(&[10])?;
         copy_into(g, w, f.head[0])?;
         copy_into(g, b, f.head[1])?;
-        Ok(HeadModel { conv, w, b })
+        Ok(HeadModel { conv: &f.conv, w, b })
     }
 
     /// Logits `[1, 10]` of one `native` (h, w) sample used at `target` size; `fill`
@@ -98,9 +103,8 @@ impl HeadModel {
             g.free(y)?;
             y = r;
         }
-        for l in 0..3 {
-            let (w, b) = (self.conv[2 * l], Some(self.conv[2 * l + 1]));
-            let c = g.no_grad().conv2d(y, w, b, Conv2dParams::padded(1))?;
+        for (l, conv) in self.conv.iter().enumerate() {
+            let c = g.no_grad().conv2d_q8(y, conv, Conv2dParams::padded(1))?;
             g.free(y)?;
             let r = g.no_grad().relu_(c)?;
             y = if l < 2 {
@@ -206,12 +210,14 @@ fn planner<const N: usize>(
 ) -> Planner<
     Q16,
     N,
-    impl Fn(&mut Graph<'static, Q16, N>) -> Result<HeadModel, Error>,
-    impl Fn(&mut Graph<'static, Q16, N>, &HeadModel, usize, usize) -> Result<Tensor, Error>,
+    impl Fn(&mut Graph<'static, Q16, N>) -> Result<HeadModel<'static>, Error>,
+    impl Fn(&mut Graph<'static, Q16, N>, &HeadModel<'static>, usize, usize) -> Result<Tensor, Error>,
 > {
     Planner::new(
         move |g: &mut Graph<'static, Q16, N>| HeadModel::new(g, f, lr),
-        move |g: &mut Graph<'static, Q16, N>, m: &HeadModel, th, tw| m.loss(g, native, (th, tw), 0, &|_| {}),
+        move |g: &mut Graph<'static, Q16, N>, m: &HeadModel<'_>, th, tw| {
+            m.loss(g, native, (th, tw), 0, &|_| {})
+        },
     )
 }
 
@@ -336,7 +342,7 @@ pub struct StepLog {
 /// Trains the head on every sample once, in order; `log` sees every step and every
 /// skipped sample (`None`).
 pub fn train_epoch<'s, const N: usize>(
-    m: &HeadModel,
+    m: &HeadModel<'_>,
     g: &mut Graph<'_, Q16, N>,
     sizes: &SizeTable,
     samples: impl Iterator<Item = Sample<'s>>,
@@ -373,7 +379,7 @@ pub fn train_epoch<'s, const N: usize>(
 
 /// Held-out accuracy: each sample at the size a training step on it uses.
 pub fn evaluate<'s, const N: usize>(
-    m: &HeadModel,
+    m: &HeadModel<'_>,
     g: &mut Graph<'_, Q16, N>,
     sizes: &SizeTable,
     samples: impl Iterator<Item = Sample<'s>>,

@@ -1,17 +1,20 @@
 //! Makes the assets of the Cortex-M0 fixed-point program (`firmware/src/bin/finetune_m0.rs`)
 //! from the M4F program's committed assets, and simulates its run on the host.
 //!
-//! 1. Converts the pretrained W1 weights (`firmware/assets/w1_pretrained.tlw`, f32) to
-//!    Q16.16 with the engine's own rounding (`io::load` into a `Q16` graph) and writes
-//!    them as Rust `static` arrays (`firmware/assets/w1_q16.rs`, `Q16(raw)` is a const
-//!    constructor), so the firmware reads the frozen layers in place from flash.
+//! 1. Loads the pretrained W1 weights (`firmware/assets/w1_pretrained.tlw`, f32) and
+//!    writes them as Rust `static` arrays (`firmware/assets/w1_q8.rs`), so the firmware
+//!    reads them in place from flash: the three frozen convolutions as int8 weights
+//!    quantized per output channel (`torchlet::fixed::quantize_per_channel`) with their
+//!    scales and Q16.16 biases, the head (linear 32->10, trained on the device) in
+//!    Q16.16 (the engine's rounding, `Q16::from_f32`).
 //! 2. Runs the device's code (`firmware/src/w1_head.rs` and `assets.rs`, compiled here
-//!    as they are) on the same digits (`firmware/assets/digits_cropped.bin`, 160
-//!    fine-tuning and 100 held-out, native sizes) with the device's arena size, and prints what the device must print:
-//!    fixed point is integer arithmetic, so the numbers are the same bit for bit.
+//!    as they are) on the same digits (`firmware/assets/digits_m0.bin` by default, or the
+//!    file named by the first argument) with the device's arena size, and prints what the
+//!    device must print: fixed point is integer arithmetic, so the numbers are the same
+//!    bit for bit.
 //!
 //! ```sh
-//! cargo run --release -p torchlet-tests --example export_m0_assets
+//! cargo run --release -p torchlet-tests --example export_m0_assets [-- SAMPLES_FILE]
 //! ```
 
 // The device's own files, compiled here unchanged (parts only the device uses are
@@ -29,26 +32,45 @@ use assets::Samples;
 use m0_recipe::{ARENA_BYTES, EPOCHS, LR};
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use torchlet::fixed::{quantize_per_channel, QConv2dWeights, QScale};
 use torchlet::init::Rng;
 use torchlet::nn::digits_fcn;
 use torchlet::{Graph, Q16};
 use w1_head::{evaluate, train_epoch, Frozen, HeadModel, SizeTable, TAPE_M0};
 
-/// Names of the statics, in W1's parameter order.
-const NAMES: [&str; 8] = [
-    "CONV1_W", "CONV1_B", "CONV2_W", "CONV2_B", "CONV3_W", "CONV3_B", "FC_W", "FC_B",
+/// Names of the frozen convolutions' statics and their dims.
+const CONVS: [(&str, [usize; 4]); 3] = [
+    ("CONV1", [8, 1, 3, 3]),
+    ("CONV2", [16, 8, 3, 3]),
+    ("CONV3", [32, 16, 3, 3]),
 ];
+
+/// Writes `pub static NAME: [TYPE; n] = [...]`, eight values a line.
+fn write_static<T>(src: &mut String, name: &str, ty: &str, doc: &str, v: &[T], f: impl Fn(&T) -> String) {
+    let _ = writeln!(src, "/// {doc}, {} values.", v.len());
+    let _ = write!(src, "pub static {name}: [{ty}; {}] = [", v.len());
+    for (k, x) in v.iter().enumerate() {
+        if k % 8 == 0 {
+            src.push_str("\n   ");
+        }
+        let _ = write!(src, " {},", f(x));
+    }
+    src.push_str("\n];\n");
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware/assets");
 
-    // 1. Weights as Q16 statics.
+    // 1. Weights as statics: int8 frozen convolutions, Q16 biases and head.
     let tlw = std::fs::read(dir.join("w1_pretrained.tlw"))?;
-    let mut buf = vec![Q16(0); 16 * 1024];
-    let mut g: Graph<Q16, 32> = Graph::new(&mut buf);
+    let mut buf = vec![0.0f32; 16 * 1024];
+    let mut g: Graph<f32, 32> = Graph::new(&mut buf);
     digits_fcn(&mut g, &mut Rng::new(0))?;
     torchlet::io::load(&mut g, &tlw)?;
-    let mut params: Vec<Vec<Q16>> = vec![];
+    let f32s: Vec<Vec<f32>> = (0..8)
+        .map(|i| Ok(g.data(g.param_handle(i).ok_or("missing parameter")?)?.to_vec()))
+        .collect::<Result<_, Box<dyn std::error::Error>>>()?;
+    let q16 = |v: &[f32]| -> Vec<Q16> { v.iter().map(|&x| Q16::from_f32(x)).collect() };
     let mut src = String::new();
     writeln!(
         src,
@@ -56,33 +78,77 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     writeln!(
         src,
-        "// from w1_pretrained.tlw (f32 -> Q16.16 by torchlet's rounding). Do not edit."
+        "// from w1_pretrained.tlw: frozen convolutions as int8 per output channel"
     )?;
-    for (i, name) in NAMES.iter().enumerate() {
-        let t = g.param_handle(i).ok_or("missing parameter")?;
-        let v = g.data(t)?.to_vec();
-        writeln!(src, "/// W1 parameter {i} ({name}), {} values.", v.len())?;
-        write!(src, "pub static {name}: [Q16; {}] = [", v.len())?;
-        for (k, q) in v.iter().enumerate() {
-            if k % 8 == 0 {
-                src.push_str("\n   ");
-            }
-            write!(src, " Q16({}),", q.raw())?;
-        }
-        src.push_str("\n];\n");
-        params.push(v);
+    writeln!(
+        src,
+        "// (quantize_per_channel), biases and head f32 -> Q16.16 (Q16::from_f32). Do not edit."
+    )?;
+    let mut convs: Vec<(Vec<i8>, Vec<QScale>, Vec<Q16>)> = vec![];
+    let mut flash = 0;
+    for (l, (name, dims)) in CONVS.iter().enumerate() {
+        let w = &f32s[2 * l];
+        let (mut q, mut s) = (vec![0i8; w.len()], vec![QScale::default(); dims[0]]);
+        quantize_per_channel(w, dims[0], &mut q, &mut s)?;
+        let b = q16(&f32s[2 * l + 1]);
+        write_static(
+            &mut src,
+            &format!("{name}_Q"),
+            "i8",
+            &format!("{name} int8 weights {dims:?}"),
+            &q,
+            |x| x.to_string(),
+        );
+        write_static(
+            &mut src,
+            &format!("{name}_S"),
+            "QScale",
+            &format!("{name} scales (mult / 2^shift) per output channel"),
+            &s,
+            |x| format!("QScale {{ mult: {}, shift: {} }}", x.mult, x.shift),
+        );
+        write_static(
+            &mut src,
+            &format!("{name}_B"),
+            "Q16",
+            &format!("{name} bias (Q16 raw)"),
+            &b,
+            |x| format!("Q16({})", x.raw()),
+        );
+        flash += q.len() + 4 * s.len() + 4 * b.len();
+        convs.push((q, s, b));
     }
-    std::fs::write(dir.join("w1_q16.rs"), &src)?;
-    let n_values: usize = params.iter().map(|p| p.len()).sum();
-    println!("w1_q16.rs: {n_values} values, {} bytes of flash", n_values * 4);
+    let head = [q16(&f32s[6]), q16(&f32s[7])];
+    for (name, v) in [("FC_W", &head[0]), ("FC_B", &head[1])] {
+        write_static(
+            &mut src,
+            name,
+            "Q16",
+            &format!("head {name} (Q16 raw), the device's starting point"),
+            v,
+            |x| format!("Q16({})", x.raw()),
+        );
+        flash += 4 * v.len();
+    }
+    std::fs::write(dir.join("w1_q8.rs"), &src)?;
+    println!("w1_q8.rs: {flash} bytes of flash");
 
-    // 3. The device's run, simulated with the device's own code.
+    // 2. The device's run, simulated with the device's own code.
+    let convs: &'static [(Vec<i8>, Vec<QScale>, Vec<Q16>)] = Box::leak(convs.into_boxed_slice());
+    let frozen_conv = |l: usize| -> Result<QConv2dWeights<'static>, torchlet::Error> {
+        let (q, s, b) = &convs[l];
+        QConv2dWeights::new(CONVS[l].1, q, s, Some(b))
+    };
     let leak = |v: &Vec<Q16>| -> &'static [Q16] { Box::leak(v.clone().into_boxed_slice()) };
     let frozen: &'static Frozen<'static> = Box::leak(Box::new(Frozen {
-        conv: [0, 1, 2, 3, 4, 5].map(|i| leak(&params[i])),
-        head: [leak(&params[6]), leak(&params[7])],
+        conv: [frozen_conv(0)?, frozen_conv(1)?, frozen_conv(2)?],
+        head: [leak(&head[0]), leak(&head[1])],
     }));
-    let sample_bytes = std::fs::read(dir.join("digits_cropped.bin"))?;
+    let samples_path = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join("digits_m0.bin"));
+    let sample_bytes = std::fs::read(&samples_path)?;
     let samples = Samples::parse(&sample_bytes)?;
     let sizes = SizeTable::build(frozen, LR, samples.iter(), ARENA_BYTES, |p| {
         println!(

@@ -1,9 +1,10 @@
 //! On-device fine-tuning on a Cortex-M0 in Q16.16 fixed point, within the micro:bit's
 //! 16 KiB of RAM (QEMU `microbit`, `thumbv6m-none-eabi`).
 //!
-//! - W1's frozen convolutions (5,888 values, 23,552 bytes: more than the RAM) are read
-//!   in place from flash (`Graph::external`); only the classifier head (linear 32->10,
-//!   weight and bias) is trained, with fused SGD (`src/w1_head.rs`).
+//! - W1's frozen convolutions (int8 weights quantized per output channel, with their
+//!   scales and Q16 biases: 6,280 bytes) run in place from flash (`conv2d_q8`); only
+//!   the classifier head (linear 32->10, weight and bias, Q16) is trained, with fused
+//!   SGD (`src/w1_head.rs`).
 //! - The arena is one static buffer (`m0_recipe::ARENA_BYTES`); nothing is allocated.
 //! - Each digit is used at its native size when the meta plan of its training step fits
 //!   the arena, otherwise resized in the graph to the largest size that fits (the
@@ -18,6 +19,7 @@
 
 use core::ptr::addr_of_mut;
 use cortex_m_rt::entry;
+use torchlet::fixed::{QConv2dWeights, QScale};
 use torchlet::{Error, Graph, Q16};
 use torchlet_firmware::m0_recipe::{ARENA_BYTES, EPOCHS, LR};
 use torchlet_firmware::w1_head::{
@@ -25,23 +27,32 @@ use torchlet_firmware::w1_head::{
 };
 use torchlet_firmware::{assets::Samples, code, exit, stack};
 
-/// The pretrained weights as Q16 statics in flash (`tests/examples/export_m0_assets.rs`).
-mod w1_q16 {
+/// The pretrained weights as statics in flash (`tests/examples/export_m0_assets.rs`):
+/// int8 frozen convolutions, Q16 biases and head.
+mod w1_q8 {
+    use torchlet::fixed::QScale;
     use torchlet::Q16;
-    include!("../../assets/w1_q16.rs");
+    include!("../../assets/w1_q8.rs");
 }
 
-static SAMPLES: &[u8] = include_bytes!("../../assets/digits_cropped.bin");
+static SAMPLES: &[u8] = include_bytes!("../../assets/digits_m0.bin");
+
+/// A frozen 3x3 convolution's statics, checked when the program compiles (a length
+/// or scale that does not fit its dims stops the build, never the device).
+const fn frozen(dims: [usize; 4], q: &'static [i8], s: &'static [QScale], b: &'static [Q16]) -> QConv2dWeights<'static> {
+    match QConv2dWeights::new(dims, q, s, Some(b)) {
+        Ok(w) => w,
+        Err(_) => panic!("frozen convolution statics do not match their dims"),
+    }
+}
+
 static FROZEN: Frozen<'static> = Frozen {
     conv: [
-        &w1_q16::CONV1_W,
-        &w1_q16::CONV1_B,
-        &w1_q16::CONV2_W,
-        &w1_q16::CONV2_B,
-        &w1_q16::CONV3_W,
-        &w1_q16::CONV3_B,
+        frozen([8, 1, 3, 3], &w1_q8::CONV1_Q, &w1_q8::CONV1_S, &w1_q8::CONV1_B),
+        frozen([16, 8, 3, 3], &w1_q8::CONV2_Q, &w1_q8::CONV2_S, &w1_q8::CONV2_B),
+        frozen([32, 16, 3, 3], &w1_q8::CONV3_Q, &w1_q8::CONV3_S, &w1_q8::CONV3_B),
     ],
-    head: [&w1_q16::FC_W, &w1_q16::FC_B],
+    head: [&w1_q8::FC_W, &w1_q8::FC_B],
 };
 static mut ARENA: [Q16; ARENA_BYTES / 4] = [Q16(0); ARENA_BYTES / 4];
 
@@ -136,9 +147,9 @@ fn train(sizes: &SizeTable, samples: &Samples<'static>, plan_stack: usize) -> Re
     let arena: &'static mut [Q16] = unsafe { &mut *addr_of_mut!(ARENA) };
     let mut g: Graph<'static, Q16, TAPE_M0> = Graph::new(arena);
     let m = HeadModel::new(&mut g, &FROZEN, LR)?;
-    let frozen_bytes: usize = FROZEN.conv.iter().map(|c| c.len() * 4).sum();
+    let frozen_bytes = FROZEN.conv_bytes();
     defmt::info!(
-        "arena {=usize} bytes (static), head {=usize} bytes in it; frozen layers {=usize} bytes read in place from flash",
+        "arena {=usize} bytes (static), head {=usize} bytes in it; frozen int8 convolutions {=usize} bytes read in place from flash",
         g.arena().capacity_bytes(),
         g.arena().persistent_bytes(),
         frozen_bytes

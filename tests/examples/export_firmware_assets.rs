@@ -5,47 +5,48 @@
 //! 2. Picks real digits the pretraining never saw, cropped to their ink's bounding box
 //!    plus a 1-pixel margin (native, varying sizes: `Digit::cropped(threshold, 1)`):
 //!    a fine-tuning set from the training part of the file and a held-out set from its
-//!    held-out part. Pixels are stored at 4 bits (two per byte) to keep flash small.
+//!    held-out part. Pixels are stored at 4 bits, arithmetic-coded with a context model
+//!    (`torchlet_tests::samples_file`), and decoded back with the device's decoder to
+//!    check every pixel.
 //! 3. Simulates the device's fine-tuning recipe on the host (same order, same
 //!    numbers) and prints held-out accuracy before and after.
 //!
 //! ```sh
 //! cargo run --release -p torchlet-tests --example export_firmware_assets [-- MNIST_FILE]
 //! cargo run --release -p torchlet-tests --example export_firmware_assets -- --samples-only
+//! cargo run --release -p torchlet-tests --example export_firmware_assets -- --subset K L NAME
 //! ```
 //!
 //! `--samples-only` rewrites only the samples file (no pretraining): the weights file
 //! depends on the host's f32 kernels, which change as they get faster, so it is kept
-//! as committed unless it is meant to change.
+//! as committed unless it is meant to change. `--subset K L NAME` writes only a samples
+//! file of the first K fine-tuning and first L held-out digits (same order, its own
+//! fitted model) to `firmware/assets/NAME`, for a program with less flash.
 //!
 //! Outputs (committed): `firmware/assets/w1_pretrained.tlw` (weights, `torchlet::io`) and
 //! `firmware/assets/digits_cropped.bin` (samples). Formats: see `firmware/README.md`.
 
 use std::path::PathBuf;
 use torchlet::init::Rng;
-use torchlet::io::{self, crc32};
+use torchlet::io;
 use torchlet::nn::{digits_fcn, Sequential};
 use torchlet::optim::Sgd;
 use torchlet::{Error, Graph};
 use torchlet_tests::digits::{default_path, Digit, Digits};
+use torchlet_tests::samples_file::{device_digits, samples_file, FT_FIRST, TEST_N};
 use torchlet_tests::train::{accuracy, plan_bytes, TAPE};
 
-/// Pretraining: the first `PRE_N` training digits at 28x28.
-const PRE_N: usize = 6000;
+/// Pretraining: the first `PRE_N` training digits at 28x28 (the fine-tuning digits
+/// come after them).
+const PRE_N: usize = FT_FIRST;
 const PRE_EPOCHS: usize = 4;
 const PRE_BATCH: usize = 32;
 const PRE_LR: f32 = 0.05;
-/// Samples for the device: fine-tuning digits (never seen in pretraining) and held out.
-const FT_N: usize = 160;
-const TEST_N: usize = 100;
 /// Fine-tuning recipe the firmware runs (batch 1, plain SGD); keep in step with
 /// `firmware/src/bin/finetune.rs`.
 pub const FT_EPOCHS: usize = 2;
 pub const FT_LR: f32 = 0.005;
 pub const FT_MOMENTUM: f32 = 0.9;
-/// Ink threshold and margin of the crop.
-const THRESHOLD: u8 = 64;
-const MARGIN: usize = 1;
 
 /// Weights in the project's format (`torchlet::io`, version 1, CRC-32 checked), with
 /// W1's parameter names.
@@ -54,58 +55,6 @@ fn weights_blob<const N: usize>(g: &Graph<'_, f32, N>) -> Result<Vec<u8>, Error>
     let n = io::save_named(g, &io::DIGITS_FCN_NAMES, &mut out)?;
     out.truncate(n);
     Ok(out)
-}
-
-/// A cropped digit with pixels quantised to 4 bits (stored as `nibble * 17`, so that
-/// `/ 255` gives exactly the device's `nibble / 15`).
-fn device_digit(d: &Digit) -> Digit {
-    let mut c = d.cropped(THRESHOLD, MARGIN);
-    for p in &mut c.pixels {
-        *p = (*p >> 4) * 17;
-    }
-    c
-}
-
-/// Samples blob (read by `firmware/src/assets.rs`, which documents it): magic `TLDC`,
-/// u16 version 2, u16 fine-tuning count, u16 held-out count, u16 0; per digit label,
-/// h, w (one byte each), a u16 byte count and the 4-bit pixel codes (a level 1..=14 is
-/// one pixel; 0 or 15 then `r` is `r + 1` pixels of level 0 or 15), high nibble first;
-/// u32 LE CRC-32 of everything before it.
-fn samples_blob(ft: &[Digit], test: &[Digit]) -> Vec<u8> {
-    let mut out = b"TLDC".to_vec();
-    for v in [2u16, ft.len() as u16, test.len() as u16, 0] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    for d in ft.iter().chain(test) {
-        let codes = pixel_codes(&d.pixels);
-        out.extend_from_slice(&[d.label, d.h as u8, d.w as u8]);
-        out.extend_from_slice(&(codes.len() as u16).to_le_bytes());
-        out.extend_from_slice(&codes);
-    }
-    let crc = crc32(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
-}
-
-/// The 4-bit codes of a digit's pixels (stored as `nibble * 17`), packed two to a byte.
-fn pixel_codes(pixels: &[u8]) -> Vec<u8> {
-    let mut nibbles = Vec::new();
-    let mut i = 0;
-    while i < pixels.len() {
-        let v = pixels[i] / 17;
-        if v != 0 && v != 15 {
-            nibbles.push(v);
-            i += 1;
-            continue;
-        }
-        let run = pixels[i..].iter().take(16).take_while(|&&p| p / 17 == v).count();
-        nibbles.extend_from_slice(&[v, (run - 1) as u8]);
-        i += run;
-    }
-    nibbles
-        .chunks(2)
-        .map(|c| c[0] << 4 | c.get(1).copied().unwrap_or(0))
-        .collect()
 }
 
 fn step<const N: usize>(
@@ -133,25 +82,63 @@ fn step<const N: usize>(
     Ok(l)
 }
 
+/// Command line: `[MNIST_FILE] [--samples-only] [--subset K L NAME]`.
+struct Args {
+    path: PathBuf,
+    samples_only: bool,
+    /// First K fine-tuning and first L held-out digits, to `firmware/assets/NAME`.
+    subset: Option<(usize, usize, String)>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = std::env::args().skip(1);
+    let (mut path, mut samples_only, mut subset) = (None, false, None);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--samples-only" => samples_only = true,
+            "--subset" => {
+                let mut next = || args.next().ok_or("--subset takes K L NAME");
+                let k = next()?.parse().map_err(|_| "--subset: K is not a number")?;
+                let l = next()?.parse().map_err(|_| "--subset: L is not a number")?;
+                subset = Some((k, l, next()?));
+            }
+            _ if a.starts_with("--") => return Err(format!("unknown flag {a}")),
+            _ => path = Some(PathBuf::from(a)),
+        }
+    }
+    let path = path.unwrap_or_else(default_path);
+    Ok(Args {
+        path,
+        samples_only,
+        subset,
+    })
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let samples_only = args.iter().any(|a| a == "--samples-only");
-    let path = args
-        .iter()
-        .find(|a| !a.starts_with("--"))
-        .map_or_else(default_path, PathBuf::from);
-    let digits = Digits::parse(&std::fs::read(&path)?)?;
+    let args = parse_args()?;
+    let digits = Digits::parse(&std::fs::read(&args.path)?)?;
     let (train, held) = digits.split();
     let pre = &train[..PRE_N];
-    let ft: Vec<Digit> = train[PRE_N..PRE_N + FT_N].iter().map(device_digit).collect();
-    let test: Vec<Digit> = held[..TEST_N].iter().map(device_digit).collect();
+    let (ft, test) = device_digits(&digits);
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware/assets");
-    if samples_only {
-        let samples = samples_blob(&ft, &test);
-        std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir)?;
+    if let Some((k, l, name)) = &args.subset {
+        if *k > ft.len() || *l > test.len() {
+            return Err(format!("--subset: at most {} and {} digits", ft.len(), test.len()).into());
+        }
+        let samples = samples_file(&ft[..*k], &test[..*l])?;
+        std::fs::write(dir.join(name), &samples)?;
+        println!(
+            "wrote {} sample bytes to {name} ({k} fine-tune + {l} held-out digits; decoded back, pixels equal)",
+            samples.len()
+        );
+        return Ok(());
+    }
+    if args.samples_only {
+        let samples = samples_file(&ft, &test)?;
         std::fs::write(dir.join("digits_cropped.bin"), &samples)?;
         println!(
-            "wrote {} sample bytes (weights file left as it is)",
+            "wrote {} sample bytes, decoded back, pixels equal (weights file left as it is)",
             samples.len()
         );
         return Ok(());
@@ -181,10 +168,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let before = accuracy(&mut g, &model, &test)?;
     let blob = weights_blob(&g)?;
 
-    // 2. Write the assets.
-    std::fs::create_dir_all(&dir)?;
+    // 2. Write the assets (the samples file is decoded back and checked).
     std::fs::write(dir.join("w1_pretrained.tlw"), &blob)?;
-    let samples = samples_blob(&ft, &test);
+    let samples = samples_file(&ft, &test)?;
     std::fs::write(dir.join("digits_cropped.bin"), &samples)?;
     let px: usize = ft.iter().chain(&test).map(|d| d.h * d.w).sum();
     println!(

@@ -27,6 +27,9 @@ use torchlet_firmware::w1_head::{
 };
 use torchlet_firmware::{assets::Samples, code, exit, stack};
 
+#[path = "../small_mem.rs"]
+mod small_mem;
+
 /// The pretrained weights as statics in flash (`tests/examples/export_m0_assets.rs`):
 /// int8 frozen convolutions, Q16 biases and head.
 mod w1_q8 {
@@ -39,7 +42,12 @@ static SAMPLES: &[u8] = include_bytes!("../../assets/digits_m0.bin");
 
 /// A frozen 3x3 convolution's statics, checked when the program compiles (a length
 /// or scale that does not fit its dims stops the build, never the device).
-const fn frozen(dims: [usize; 4], q: &'static [i8], s: &'static [QScale], b: &'static [Q16]) -> QConv2dWeights<'static> {
+const fn frozen(
+    dims: [usize; 4],
+    q: &'static [i8],
+    s: &'static [QScale],
+    b: &'static [Q16],
+) -> QConv2dWeights<'static> {
     match QConv2dWeights::new(dims, q, s, Some(b)) {
         Ok(w) => w,
         Err(_) => panic!("frozen convolution statics do not match their dims"),
@@ -71,6 +79,10 @@ fn log_pass(what: &str, st: &PassStats) {
 }
 
 fn run() -> Result<bool, Error> {
+    if !small_mem::self_check() {
+        defmt::error!("memcpy/memmove self-check failed");
+        return Ok(false);
+    }
     let samples = Samples::parse(SAMPLES)?;
     defmt::info!(
         "samples: {=usize} fine-tuning + {=usize} held-out cropped digits, {=usize} bytes of flash",

@@ -11,10 +11,11 @@
 //!    as they are) on the same digits (`firmware/assets/digits_m0.bin` by default, or the
 //!    file named by the first argument) with the device's arena size, and prints what the
 //!    device must print: fixed point is integer arithmetic, so the numbers are the same
-//!    bit for bit.
+//!    bit for bit. `--check` writes nothing: it fails unless the committed `w1_q8.rs` is
+//!    what step 1 makes (CI runs it and compares the printed accuracy with the device's).
 //!
 //! ```sh
-//! cargo run --release -p torchlet-tests --example export_m0_assets [-- SAMPLES_FILE]
+//! cargo run --release -p torchlet-tests --example export_m0_assets [-- [--check] [SAMPLES_FILE]]
 //! ```
 
 // The device's own files, compiled here unchanged (parts only the device uses are
@@ -60,6 +61,11 @@ fn write_static<T>(src: &mut String, name: &str, ty: &str, doc: &str, v: &[T], f
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware/assets");
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let check = args.first().is_some_and(|a| a == "--check");
+    if check {
+        args.remove(0);
+    }
 
     // 1. Weights as statics: int8 frozen convolutions, Q16 biases and head.
     let tlw = std::fs::read(dir.join("w1_pretrained.tlw"))?;
@@ -130,7 +136,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         flash += 4 * v.len();
     }
-    std::fs::write(dir.join("w1_q8.rs"), &src)?;
+    let out = dir.join("w1_q8.rs");
+    if check {
+        if std::fs::read_to_string(&out)? != src {
+            return Err("--check: firmware/assets/w1_q8.rs differs from what the exporter makes".into());
+        }
+        println!("w1_q8.rs: the committed file is what the exporter makes");
+    } else {
+        std::fs::write(&out, &src)?;
+    }
     println!("w1_q8.rs: {flash} bytes of flash");
 
     // 2. The device's run, simulated with the device's own code.
@@ -144,8 +158,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         conv: [frozen_conv(0)?, frozen_conv(1)?, frozen_conv(2)?],
         head: [leak(&head[0]), leak(&head[1])],
     }));
-    let samples_path = std::env::args()
-        .nth(1)
+    let samples_path = args
+        .first()
         .map(PathBuf::from)
         .unwrap_or_else(|| dir.join("digits_m0.bin"));
     let sample_bytes = std::fs::read(&samples_path)?;
@@ -183,5 +197,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             acc.n
         );
     }
+    let after = evaluate(&m, &mut g, &sizes, samples.heldout())?;
+    println!(
+        "simulated held-out accuracy: before {}/{}, after {}/{}",
+        before.correct, before.n, after.correct, after.n
+    );
     Ok(())
 }

@@ -266,10 +266,8 @@ pub fn conv2d_q8(g: &ConvGeom, x: &[Q16], w: &QConv2dWeights<'_>, y: &mut [Q16])
             for oy in 0..g.oh {
                 let (ky0, ky1) = taps(oy, g.stride[0], g.pad[0], g.dil[0], g.kh, g.h);
                 let nky = ky1 - ky0;
-                // Index steps from one kernel row to the next, and from the end of a
-                // channel's rows to the next channel's first (additions, no multiplies).
-                let (row_x, row_w) = (g.dil[0] * g.w, g.kw);
-                let (chan_x, chan_w) = (plane - nky * row_x, kwin - nky * row_w);
+                // Index step from one kernel row to the next (additions, no multiplies).
+                let row_x = g.dil[0] * g.w;
                 for ox in 0..g.ow {
                     let (kx0, kx1) = taps(ox, g.stride[1], g.pad[1], g.dil[1], g.kw, g.w);
                     let (mut sh, mut sl) = (0i64, 0i64);
@@ -277,8 +275,9 @@ pub fn conv2d_q8(g: &ConvGeom, x: &[Q16], w: &QConv2dWeights<'_>, y: &mut [Q16])
                     if nky > 0 && kx1 > kx0 {
                         let iy0 = oy * g.stride[0] + ky0 * g.dil[0] - g.pad[0];
                         let ix0 = ox * g.stride[1] + kx0 * g.dil[1] - g.pad[1];
-                        let (mut xi, mut wi, nkx) = (iy0 * g.w + ix0, ky0 * g.kw + kx0, kx1 - kx0);
+                        let (mut xc, mut wcb, nkx) = (iy0 * g.w + ix0, ky0 * g.kw + kx0, kx1 - kx0);
                         for _ in 0..cin_g {
+                            let (mut xi, mut wi) = (xc, wcb);
                             for _ in 0..nky {
                                 let (xr, wr) = (&xg[xi..], &wc[wi..wi + nkx]);
                                 let mut mac = |v: Q16, q: i8| {
@@ -300,9 +299,9 @@ pub fn conv2d_q8(g: &ConvGeom, x: &[Q16], w: &QConv2dWeights<'_>, y: &mut [Q16])
                                     (sh, sl) = (sh + h32 as i64, sl + l32 as i64);
                                     (h32, l32, rows) = (0, 0, rows_per_flush);
                                 }
-                                (xi, wi) = (xi + row_x, wi + row_w);
+                                (xi, wi) = (xi + row_x, wi + g.kw);
                             }
-                            (xi, wi) = (xi + chan_x, wi + chan_w);
+                            (xc, wcb) = (xc + plane, wcb + kwin);
                         }
                     }
                     let (sh, sl) = (sh + h32 as i64, sl + l32 as i64);

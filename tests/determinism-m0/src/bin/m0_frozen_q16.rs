@@ -33,7 +33,8 @@ fn main() -> ! {
     })()
     .unwrap_or_else(|_| exit(1));
     let p = Conv2dParams::padded(1);
-    let conv = |g: &mut Graph<'_, Q16, 16>, x, l: usize| g.no_grad().conv2d(x, ext[2 * l], Some(ext[2 * l + 1]), p);
+    let conv =
+        |g: &mut Graph<'_, Q16, 16>, x, l: usize| g.no_grad().conv2d(x, ext[2 * l], Some(ext[2 * l + 1]), p);
     match trunk::run(&mut g, conv) {
         Ok((sum, cost)) => trunk::report("q16.16", sum, cost),
         Err(_) => exit(1),

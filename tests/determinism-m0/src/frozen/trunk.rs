@@ -90,7 +90,10 @@ pub const fn bias<const N: usize>(seed: u32) -> [Q16; N] {
 }
 
 /// The scale `2^-7` of every int8 weight.
-pub const SCALE: QScale = QScale { mult: 32768, shift: 22 };
+pub const SCALE: QScale = QScale {
+    mult: 32768,
+    shift: 22,
+};
 pub static B1: [Q16; 8] = bias(11);
 pub static B2: [Q16; 16] = bias(12);
 pub static B3: [Q16; 32] = bias(13);
@@ -123,7 +126,10 @@ pub fn run<'a, const N: usize>(
         };
     }
     let pooled = g.no_grad().adaptive_avg_pool2d(y, [1, 1])?;
-    let sum = g.data(pooled)?.iter().fold(0u32, |h, v| h.rotate_left(5) ^ v.0 as u32);
+    let sum = g
+        .data(pooled)?
+        .iter()
+        .fold(0u32, |h, v| h.rotate_left(5) ^ v.0 as u32);
     Ok((sum, cost))
 }
 

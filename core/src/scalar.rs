@@ -86,6 +86,12 @@ pub trait Scalar:
     // The ops call the hot kernels through these, so a type can replace the plain
     // generic kernels with specialised ones (SIMD for f32) without touching the ops.
 
+    /// A count (a batch size, a pooling window's area) as a value, to divide by.
+    /// Fixed point overrides it with integer arithmetic (no soft-float conversion).
+    #[inline]
+    fn from_count(n: usize) -> Self {
+        Self::from_f32(n as f32)
+    }
     /// Source pixels and blend weights of resize output `o` (see
     /// [`resize::taps`]): `(i0, i1, w0, w1)`, the output reads `w0 * x[i0] + w1 * x[i1]`.
     #[inline]

@@ -434,6 +434,11 @@ impl Scalar for Q16 {
         self.mul_stochastic(rhs, dither)
     }
 
+    fn from_count(n: usize) -> Q16 {
+        // Saturates (and raises the flag) beyond 32767, as from_f32 would.
+        Q16::from_int(n.min(i32::MAX as usize) as i32)
+    }
+
     // Exact source coordinates: integer arithmetic only (no soft-float on a Cortex-M0),
     // and the two weights sum to exactly one.
     fn resize_taps(o: usize, inp: usize, out: usize, mode: InterpMode) -> (usize, usize, Q16, Q16) {

@@ -154,7 +154,7 @@ pub fn avg_pool2d_forward<S: Scalar>(g: &PoolGeom, include_pad: bool, x: &[S], y
                         acc = S::acc_add(acc, v);
                     }
                 }
-                y[p * op + oy * g.ow + ox] = S::from_acc(acc).div(S::from_f32(d as f32));
+                y[p * op + oy * g.ow + ox] = S::from_acc(acc).div(S::from_count(d));
             }
         }
     }
@@ -168,7 +168,7 @@ pub fn avg_pool2d_backward<S: Scalar>(g: &PoolGeom, include_pad: bool, gy: &[S],
         for oy in 0..g.oh {
             for ox in 0..g.ow {
                 let (y0, y1, x0, x1, d) = divisor(g, oy, ox, include_pad);
-                let share = gy[p * op + oy * g.ow + ox].div(S::from_f32(d as f32));
+                let share = gy[p * op + oy * g.ow + ox].div(S::from_count(d));
                 for iy in y0..y1 {
                     for t in &mut gxp[iy * g.w + x0..iy * g.w + x1] {
                         *t += share;
@@ -200,7 +200,7 @@ pub fn adaptive_avg_pool2d_forward<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S]
                         acc = S::acc_add(acc, v);
                     }
                 }
-                let d = S::from_f32(((y1 - y0) * (x1 - x0)) as f32);
+                let d = S::from_count((y1 - y0) * (x1 - x0));
                 y[p * op + oy * g.ow + ox] = S::from_acc(acc).div(d);
             }
         }
@@ -216,7 +216,7 @@ pub fn adaptive_avg_pool2d_backward<S: Scalar>(g: &PoolGeom, gy: &[S], gx: &mut 
             let (y0, y1) = adaptive(oy, g.oh, g.h);
             for ox in 0..g.ow {
                 let (x0, x1) = adaptive(ox, g.ow, g.w);
-                let d = S::from_f32(((y1 - y0) * (x1 - x0)) as f32);
+                let d = S::from_count((y1 - y0) * (x1 - x0));
                 let share = gy[p * op + oy * g.ow + ox].div(d);
                 for iy in y0..y1 {
                     for t in &mut gxp[iy * g.w + x0..iy * g.w + x1] {

@@ -67,7 +67,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 total = S::acc_add(total, lse - row[t]);
             }
             if let Some(y0) = y.first_mut() {
-                *y0 = S::from_acc(total).div(S::from_f32(b as f32));
+                *y0 = S::from_acc(total).div(S::from_count(b));
             }
             if rg {
                 let (probs, tsave) = sv.split_at_mut(b * c);
@@ -107,7 +107,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
         if let Some(gx) = self.grad_of(logits) {
             self.exec([gy, node.saved], gx, |[gy, sv], gx| {
-                let scale = gy[0].div(S::from_f32(b as f32));
+                let scale = gy[0].div(S::from_count(b));
                 let (probs, ts) = sv.split_at(b * c);
                 for ((grow, prow), t) in gx.chunks_exact_mut(c).zip(probs.chunks_exact(c)).zip(ts) {
                     let t = t.to_bits() as usize;
@@ -159,7 +159,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             for (&a, &b) in x.iter().zip(t) {
                 acc = S::mac(acc, a - b, a - b);
             }
-            y[0] = S::from_acc(acc).div(S::from_f32(n as f32));
+            y[0] = S::from_acc(acc).div(S::from_count(n));
         })?;
         Ok(out)
     }
@@ -181,7 +181,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         } else {
             self.arena.get(gy).first().copied().unwrap_or(S::ZERO)
         };
-        let scale = (g0 + g0).div(S::from_f32(n as f32));
+        let scale = (g0 + g0).div(S::from_count(n));
         for (dst, sign) in [(x, scale), (t, -scale)] {
             if let Some(gd) = self.grad_of(dst) {
                 self.exec([xn.data, tn.data], gd, |[a, b], gd| {

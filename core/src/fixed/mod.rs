@@ -460,3 +460,22 @@ impl Scalar for Q16 {
         conv::conv2d_backward_weight(g, gy, x, gw)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{take_saturated, Q16};
+    use crate::scalar::Scalar;
+
+    /// `from_count` (integers) gives what `from_f32(n as f32)` gave, flag included.
+    #[test]
+    fn from_count_matches_the_f32_conversion() {
+        for n in (0..40_000).chain([65_536, 1 << 24, usize::MAX]) {
+            take_saturated();
+            let a = Q16::from_count(n);
+            let sat_a = take_saturated();
+            let b = Q16::from_f32(n as f32);
+            let sat_b = take_saturated();
+            assert_eq!((a, sat_a), (b, sat_b), "n = {n}");
+        }
+    }
+}

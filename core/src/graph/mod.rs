@@ -444,6 +444,18 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             .map(|n| (n.data, n.grad.unwrap_or(Span::EMPTY)))
     }
 
+    /// [`Graph::param_spans`] in a list of capacity `N`, filled without `collect`
+    /// (heapless' `FromIterator` panics on overflow, which links a panic message and
+    /// `core::fmt` code into every optimizer). The tape holds at most `N` records, so
+    /// the parameters always fit and no push is refused.
+    pub(crate) fn param_span_list(&self) -> heapless::Vec<(Span, Span), N> {
+        let mut list = heapless::Vec::new();
+        for spans in self.param_spans() {
+            let _ = list.push(spans);
+        }
+        list
+    }
+
     /// Raw arena access for optimizers.
     pub(crate) fn arena_mut(&mut self) -> &mut Arena<'a, S> {
         &mut self.arena

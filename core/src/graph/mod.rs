@@ -52,6 +52,9 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     fused_lr: Option<f32>,
     /// The shape-trace callback, if any.
     trace: Option<TraceFn<'a>>,
+    /// What reports a record to `trace`: set only by [`Graph::set_trace`], so a program
+    /// that never traces links none of the reporting code.
+    tracer: Option<trace::Reporter<S, N>>,
 }
 
 impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
@@ -76,6 +79,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             grad_enabled: true,
             fused_lr: None,
             trace: None,
+            tracer: None,
         }
     }
 
@@ -379,7 +383,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             }
         };
         let t = self.push_node(Node::new(shape, data, op, backward, requires_grad, saved))?;
-        self.trace_last(data.len + saved.len);
+        self.report_trace(data.len + saved.len);
         Ok(t)
     }
 

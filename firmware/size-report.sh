@@ -4,6 +4,10 @@
 #
 #   bash size-report.sh [OUT]     # builds nothing; run `cargo build --release` first
 #
+# The engine-code lines also report the size-first build when it is there:
+#   cargo build --release --features small-kernels --target-dir target/small-kernels \
+#       --bin w1_train_size --bin kernel_bench --bin fault
+#
 # Flash = text + data (cortex-m-rt puts .vector_table, .text, .rodata in "text");
 # static RAM = data + bss (the stack comes on top: it grows down from the end of RAM).
 # Writes the report to OUT (default size-report.txt) and exits 1 when a budget is broken.
@@ -18,6 +22,7 @@ nm="$bin/llvm-nm"
 # program target flash-budget ram-budget (bytes; '-' = no budget)
 programs=(
     "w1_step thumbv7em-none-eabihf 131072 -"
+    "w1_train_size thumbv7em-none-eabihf 131072 -"
     "finetune thumbv7em-none-eabihf 131072 -"
     "bad_input thumbv7em-none-eabihf 131072 -"
     "kernel_bench thumbv7em-none-eabihf 131072 -"
@@ -53,12 +58,23 @@ m0_log=${M0_LOG:-target/qemu-finetune_m0.log}
         printf '%-14s %-22s %9d %9d %12s %10s  %s\n' "$name" "$target" "$flash" "$ram" "$fbud" "$rbud" "$verdict"
     done
     echo
-    echo "# Engine code, without weights or sample data: w1_step (trains W1: engine + boot +"
-    echo "# defmt + exit) minus fault (the same boot, defmt and exit, no engine)."
-    sec() { "$size" -A "target/thumbv7em-none-eabihf/release/$1" | awk -v s="$2" '$1==s{print $2}'; }
-    for s in .text .rodata; do
-        echo "$s: w1_step $(sec w1_step $s), fault $(sec fault $s), engine $(( $(sec w1_step $s) - $(sec fault $s) )) bytes"
-    done
+    echo "# Engine code, without weights or sample data: w1_train_size (the smallest program"
+    echo "# that trains W1: init, meta plan, forward with W1's ops only, cross-entropy, backward,"
+    echo "# SGD, errors; plus boot, defmt and exit) minus fault (the same boot, defmt, exit)."
+    sec() { "$size" -A "$1" | awk -v s="$2" '$1==s{print $2}'; }
+    engine() { # DIR LABEL
+        local a="$1/w1_train_size" f="$1/fault" s
+        for s in .text .rodata; do
+            echo "$2 $s: w1_train_size $(sec "$a" $s), fault $(sec "$f" $s), engine $(($(sec "$a" $s) - $(sec "$f" $s))) bytes"
+        done
+    }
+    engine target/thumbv7em-none-eabihf/release "default (M-profile conv kernels)"
+    small=target/small-kernels/thumbv7em-none-eabihf/release
+    if [ -f "$small/w1_train_size" ] && [ -f "$small/fault" ]; then
+        engine "$small" "feature small-kernels (generic conv kernels)"
+    else
+        echo "feature small-kernels: not built (see the head of size-report.sh)"
+    fi
 } | tee "$out"
 # The block above runs in a subshell (it is piped): its verdicts are read back from the report.
 if grep -Eq 'OVER FLASH BUDGET|OVER RAM BUDGET|NOT MEASURED' "$out"; then

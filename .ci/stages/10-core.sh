@@ -10,6 +10,7 @@ cargo fmt --all -- --check
 echo "--- cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
 cargo clippy -p torchlet --features defmt -q -- -D warnings
+cargo clippy -p torchlet --features small-kernels --all-targets -q -- -D warnings
 
 echo "--- docs (broken intra-doc links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc -p torchlet --no-deps -q

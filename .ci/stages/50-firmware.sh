@@ -15,6 +15,12 @@ cargo clippy --release -q -- -D warnings
 echo "--- build (thumbv7em-none-eabihf)"
 cargo build --release -q
 
+echo "--- build (the size-first feature small-kernels: w1_train_size, kernel_bench, fault)"
+# Its own target dir, so the default programs above are not rebuilt; size-report.sh
+# reports its engine code next to the default's.
+cargo build --release -q --features small-kernels --target-dir target/small-kernels \
+    --bin w1_train_size --bin kernel_bench --bin fault
+
 echo "--- clippy / build (thumbv6m-none-eabi: the Cortex-M0 program)"
 cargo clippy --release -q --target thumbv6m-none-eabi --bin finetune_m0 -- -D warnings
 cargo build --release -q --target thumbv6m-none-eabi --bin finetune_m0
@@ -30,9 +36,10 @@ qemu_args() {
 
 # run_bin BIN [TARGET [STATUS]]: runs the program, keeps the decoded log, fails unless
 # it exits with STATUS (default 0).
+# With DIR set (a --target-dir), runs DIR's build and logs to target/qemu-$bin$SUFFIX.log.
 run_bin() {
     local bin=$1 target=${2:-thumbv7em-none-eabihf} want=${3:-0}
-    local elf="target/$target/release/$bin" log="target/qemu-$bin.log" rc=0 t0=$SECONDS
+    local elf="${DIR:-target}/$target/release/$bin" log="target/qemu-$bin${SUFFIX:-}.log" rc=0 t0=$SECONDS
     set +e
     # shellcheck disable=SC2046
     timeout 300 qemu-system-arm $(qemu_args "$target") -nographic -icount shift=6,sleep=off \
@@ -79,6 +86,17 @@ if grep -q 'FAIL' target/qemu-bad_input.log; then echo "FAIL: bad_input" >&2; ex
 echo "--- kernel_bench: instructions per MAC of the f32 conv kernels (M4F)"
 run_bin kernel_bench
 expect kernel_bench 'all W1 conv passes at 28x28: [0-9]+ MACs, [0-9]+ instructions, [0-9.]+ instructions/MAC'
+
+echo "--- w1_train_size: the program whose size is the engine's code (M4F), default and small-kernels"
+run_bin w1_train_size
+expect w1_train_size 'train step 28x28: loss [0-9.]+, high-water [0-9]+ bytes \(plan [0-9]+\)'
+expect w1_train_size 'PASS w1_train_size'
+# The size-first build trains too, and its conv kernels' instructions per MAC are
+# printed (about 2 s of QEMU each).
+DIR=target/small-kernels SUFFIX=-small run_bin w1_train_size
+expect w1_train_size-small 'PASS w1_train_size'
+DIR=target/small-kernels SUFFIX=-small run_bin kernel_bench
+expect kernel_bench-small 'all W1 conv passes at 28x28: [0-9]+ MACs, [0-9]+ instructions, [0-9.]+ instructions/MAC'
 
 echo "--- finetune_m0: Q16 head fine-tuning in 16 KiB of RAM (M0, microbit)"
 run_bin finetune_m0 thumbv6m-none-eabi

@@ -68,9 +68,63 @@ pub fn uniform_fan_in<S: Scalar, const N: usize>(
     fan_in: usize,
     rng: &mut Rng,
 ) -> Result<()> {
-    let bound = 1.0 / libm::sqrtf(fan_in.max(1) as f32);
+    let bound = 1.0 / sqrt_count(fan_in.max(1));
     for v in g.param_data_mut(t)? {
         *v = S::from_f32(rng.uniform(-bound, bound));
     }
     Ok(())
+}
+
+/// `sqrt(n as f32)`, correctly rounded as `libm::sqrtf` is (so the same bits), in
+/// integer arithmetic: on a Cortex-M4F, whose square-root instruction stable `core`
+/// does not expose, libm's table-driven `sqrtf` was about 470 bytes of flash for the
+/// initialisation's four bounds.
+fn sqrt_count(n: usize) -> f32 {
+    let bits = (n as f32).to_bits();
+    // n as f32 = m * 2^e, m the 24-bit significand with its hidden bit; e made even.
+    let mut e = ((bits >> 23) & 0xff) as i32 - 150;
+    let mut m = u64::from((bits & 0x7f_ffff) | 0x80_0000);
+    if e & 1 != 0 {
+        m <<= 1;
+        e -= 1;
+    }
+    // big = m * 4^k in [2^46, 2^48), so its integer square root has 24 bits.
+    let k = (46 - (63 - m.leading_zeros() as i32) + 1) / 2;
+    let big = m << (2 * k);
+    // Integer square root, two bits of `big` per step: r = floor(sqrt(big)).
+    let (mut r, mut rem, mut bit) = (0u64, big, 1u64 << 46);
+    while bit != 0 {
+        if rem >= r + bit {
+            rem -= r + bit;
+            r = (r >> 1) + bit;
+        } else {
+            r >>= 1;
+        }
+        bit >>= 2;
+    }
+    // Nearest: sqrt(big) >= r + 1/2 exactly when rem > r (a square root of an integer
+    // is never a half-integer, so there are no ties). r + 1 <= 2^24 is exact in f32.
+    let rounded = (r + u64::from(rem > r)) as u32;
+    let scale = f32::from_bits(((127 + e / 2 - k) as u32) << 23);
+    rounded as f32 * scale
+}
+
+#[cfg(test)]
+mod sqrt_tests {
+    use super::sqrt_count;
+
+    /// The same bits as libm's correctly rounded `sqrtf`, which it replaces.
+    #[test]
+    fn sqrt_count_equals_libm() {
+        let large = (0..40)
+            .map(|i| (1usize << 24) + i * 1_000_003)
+            .chain([usize::MAX, 1 << 40, 3 << 50]);
+        for n in (1..300_000).chain(large) {
+            assert_eq!(
+                sqrt_count(n).to_bits(),
+                libm::sqrtf(n as f32).to_bits(),
+                "n = {n}"
+            );
+        }
+    }
 }

@@ -38,6 +38,10 @@
 //! - `defmt`: `defmt::Format` for [`Error`] and [`Shape`].
 //! - `micromath`: fast approximate `f32` `exp`/`ln`/`sqrt`/`tanh`/`sigmoid` instead of
 //!   `libm` (see [`fmath`]).
+//! - `small-kernels`: size first; the `f32` convolutions run the plain generic kernels
+//!   of [`kernels::conv`] on every target instead of the register-tiled ones
+//!   ([`kernels::m_f32`] on Cortex-M with an FPU, [`kernels::fast_f32`] elsewhere):
+//!   less code, about four times the instructions per MAC on a Cortex-M4F.
 //!
 //! # Example: one training step of a tiny CNN
 //! ```

@@ -103,7 +103,7 @@ impl Sgd {
         let mut rng = crate::init::Rng::new(self.dither);
         self.dither = rng.next_u64();
         let mut k = self.velocity.map_or(0, |v| v.off);
-        let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();
+        let params = g.param_span_list();
         let buf = g.arena_mut().whole_mut();
         for (d, gr) in params {
             if gr.len != d.len {
@@ -204,7 +204,7 @@ impl Adam {
         let (eps, wd) = (S::from_f32(self.eps), S::from_f32(self.weight_decay));
         let decay = self.weight_decay != 0.0;
         let (mut m, mut v) = (self.state.off, self.state.off + self.elems);
-        let params: heapless::Vec<(Span, Span), N> = g.param_spans().collect();
+        let params = g.param_span_list();
         let buf = g.arena_mut().whole_mut();
         for (d, gr) in params {
             for j in 0..d.len {

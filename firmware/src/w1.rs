@@ -47,17 +47,25 @@ impl Model {
         label: usize,
         fill: impl FnOnce(&mut [f32]),
     ) -> Result<f32, Error> {
-        let r = self.try_step(g, (h, w), label, fill);
+        let mut fill = Some(fill);
+        let r = self.try_step(g, (h, w), label, &mut |d| {
+            if let Some(f) = fill.take() {
+                f(d)
+            }
+        });
         g.end_step();
         r
     }
 
+    /// The step behind [`Model::train_step`], taking `fill` as a trait object: one copy
+    /// of the step's code for every caller (the planner's empty fill and the real
+    /// samples' fill were two inlined copies).
     fn try_step<const N: usize>(
         &mut self,
         g: &mut Graph<'_, f32, N>,
         (h, w): (usize, usize),
         label: usize,
-        fill: impl FnOnce(&mut [f32]),
+        fill: &mut dyn FnMut(&mut [f32]),
     ) -> Result<f32, Error> {
         g.zero_grad();
         let x = g.input_with(&[1, 1, h, w], fill)?;

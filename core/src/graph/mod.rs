@@ -52,6 +52,9 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     fused_lr: Option<f32>,
     /// The shape-trace callback, if any.
     trace: Option<TraceFn<'a>>,
+    /// What reports a record to `trace`: set only by [`Graph::set_trace`], so a program
+    /// that never traces links none of the reporting code.
+    tracer: Option<trace::Reporter<S, N>>,
 }
 
 impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
@@ -76,6 +79,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             grad_enabled: true,
             fused_lr: None,
             trace: None,
+            tracer: None,
         }
     }
 
@@ -379,7 +383,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             }
         };
         let t = self.push_node(Node::new(shape, data, op, backward, requires_grad, saved))?;
-        self.trace_last(data.len + saved.len);
+        self.report_trace(data.len + saved.len);
         Ok(t)
     }
 
@@ -442,6 +446,18 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             .iter()
             .filter(|n| n.requires_grad)
             .map(|n| (n.data, n.grad.unwrap_or(Span::EMPTY)))
+    }
+
+    /// [`Graph::param_spans`] in a list of capacity `N`, filled without `collect`
+    /// (heapless' `FromIterator` panics on overflow, which links a panic message and
+    /// `core::fmt` code into every optimizer). The tape holds at most `N` records, so
+    /// the parameters always fit and no push is refused.
+    pub(crate) fn param_span_list(&self) -> heapless::Vec<(Span, Span), N> {
+        let mut list = heapless::Vec::new();
+        for spans in self.param_spans() {
+            let _ = list.push(spans);
+        }
+        list
     }
 
     /// Raw arena access for optimizers.

@@ -42,22 +42,38 @@ impl defmt::Format for TraceEvent {
 /// The callback type: called once per record, during the op call.
 pub type TraceFn<'a> = &'a mut dyn FnMut(&TraceEvent);
 
+/// The function that builds a [`TraceEvent`] for the last record and calls the trace.
+pub(crate) type Reporter<S, const N: usize> = for<'g> fn(&mut Graph<'g, S, N>, usize);
+
 impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// Sets (or with `None` removes) the shape-trace callback.
     pub fn set_trace(&mut self, f: Option<TraceFn<'a>>) {
         self.trace = f;
+        self.tracer = Some(Self::trace_last);
     }
 
-    /// Reports the last record to the trace callback, if one is set.
-    pub(crate) fn trace_last(&mut self, fresh_words: usize) {
-        if self.trace.is_none() {
+    /// Reports the last record, which took `fresh_words` of arena, to the trace
+    /// callback if one is set.
+    #[inline]
+    pub(crate) fn report_trace(&mut self, fresh_words: usize) {
+        if let Some(report) = self.tracer {
+            report(self, fresh_words);
+        }
+    }
+
+    /// What [`Graph::report_trace`] calls, through `Graph::tracer`, which only
+    /// [`Graph::set_trace`] sets: without a trace, a program does not link this.
+    fn trace_last(g: &mut Graph<'_, S, N>, fresh_words: usize) {
+        if g.trace.is_none() {
             return;
         }
-        let index = self.nodes.len() - 1;
-        let n = self.nodes[index];
+        let Some(index) = g.nodes.len().checked_sub(1) else {
+            return;
+        };
+        let n = g.nodes[index];
         let mut inputs = [None; 3];
         for (d, j) in inputs.iter_mut().zip(n.op.inputs()) {
-            *d = j.map(|j| self.nodes[j as usize].shape);
+            *d = j.map(|j| g.nodes[j as usize].shape);
         }
         let ev = TraceEvent {
             index,
@@ -65,9 +81,9 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             inputs,
             output: n.shape,
             bytes: fresh_words * core::mem::size_of::<S>(),
-            arena_used: self.arena.used_bytes(),
+            arena_used: g.arena.used_bytes(),
         };
-        if let Some(f) = self.trace.as_mut() {
+        if let Some(f) = g.trace.as_mut() {
             f(&ev);
         }
     }

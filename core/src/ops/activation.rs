@@ -168,7 +168,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         };
         self.nodes[xi].view = true;
         self.nodes[xi].dropped = true;
-        self.trace_last(saved.len);
+        self.report_trace(saved.len);
         if !self.arena.is_meta() {
             let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
             c::relu_inplace_masked(xv, mv);

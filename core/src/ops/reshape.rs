@@ -41,7 +41,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let mut node = Node::new(shape, xn.data, op, rule, rg, crate::arena::Span::EMPTY);
         node.view = true;
         let t = self.push_node(node)?;
-        self.trace_last(0);
+        self.report_trace(0);
         Ok(t)
     }
 

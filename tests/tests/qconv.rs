@@ -14,31 +14,19 @@
 
 use torchlet::fixed::qconv::{MAX_KERNEL_WIDTH, MAX_TERMS};
 use torchlet::fixed::{quantize_per_channel, take_saturated, QConv2dWeights, QScale};
+use torchlet::init::Rng;
 use torchlet::plan::Planner;
 use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Result, Tensor, Q16};
 
-/// xorshift, deterministic.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    /// A raw value of magnitude below `2^bits`, or a rail.
-    fn raw(&mut self, bits: u32) -> i32 {
-        match self.below(16) {
-            0 => i32::MIN,
-            1 => i32::MAX,
-            _ => {
-                let v = self.next() as i64 & ((1i64 << bits) - 1);
-                let v = if self.next() & 1 == 0 { v } else { -v };
-                v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
-            }
+/// A raw value of magnitude below `2^bits`, or a rail.
+fn raw(r: &mut Rng, bits: u32) -> i32 {
+    match r.below(16) {
+        0 => i32::MIN,
+        1 => i32::MAX,
+        _ => {
+            let v = r.next_u64() as i64 & ((1i64 << bits) - 1);
+            let v = if r.next_u64() & 1 == 0 { v } else { -v };
+            v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
         }
     }
 }
@@ -144,16 +132,16 @@ fn random_case(r: &mut Rng) -> Case {
         }
         let bits = [8, 16, 20, 24, 31, 32][r.below(6)];
         let cin_g = c_in / groups;
-        let x = (0..n * c_in * h * w).map(|_| Q16(r.raw(bits))).collect();
-        let q = (0..c_out * cin_g * kh * kw).map(|_| r.next() as i8).collect();
+        let x = (0..n * c_in * h * w).map(|_| Q16(raw(r, bits))).collect();
+        let q = (0..c_out * cin_g * kh * kw).map(|_| r.next_u64() as i8).collect();
         // Shifts from 16 (large results: clamps) to 45 (small ones).
         let scales = (0..c_out)
             .map(|_| QScale {
-                mult: r.next() as u16,
+                mult: r.next_u64() as u16,
                 shift: 16 + r.below(30) as u8,
             })
             .collect();
-        let bias = (r.below(2) == 0).then(|| (0..c_out).map(|_| Q16(r.raw(31))).collect());
+        let bias = (r.below(2) == 0).then(|| (0..c_out).map(|_| Q16(raw(r, 31))).collect());
         return Case {
             x_dims: [n, c_in, h, w],
             w_dims: [c_out, cin_g, kh, kw],
@@ -173,7 +161,7 @@ fn random_case(r: &mut Rng) -> Case {
 
 #[test]
 fn random_shapes_match_the_exact_formula_bit_for_bit() -> Result<()> {
-    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut r = Rng::new(0x9E37_79B9_7F4A_7C15);
     let (mut saturating, mut clean) = (0, 0);
     for i in 0..600 {
         let c = random_case(&mut r);
@@ -478,12 +466,12 @@ struct Stack {
 }
 
 fn leak_weights(c_out: usize, c_in: usize, seed: u64) -> (&'static QConv2dWeights<'static>, [Vec<Q16>; 2]) {
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let n = c_out * c_in * 9;
     let w: Vec<f32> = (0..n).map(|_| (r.below(2001) as f32 - 1000.0) / 1500.0).collect();
     let (mut q, mut s) = (vec![0i8; n], vec![QScale::default(); c_out]);
     quantize_per_channel(&w, c_out, &mut q, &mut s).expect("quantize");
-    let b: Vec<Q16> = (0..c_out).map(|_| Q16(r.raw(15))).collect();
+    let b: Vec<Q16> = (0..c_out).map(|_| Q16(raw(&mut r, 15))).collect();
     let deq: Vec<Q16> = q
         .iter()
         .enumerate()

@@ -5,28 +5,17 @@
 use super::super::{backward_input_split, backward_weight_split, forward_split};
 use super::*;
 use crate::fixed::take_saturated;
+use crate::init::Rng;
 
-/// xorshift, deterministic.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    /// A raw value of magnitude below `2^bits`.
-    fn raw(&mut self, bits: u32) -> Q16 {
-        let v = (self.next() & ((1u64 << bits) - 1)) as i64;
-        let v = if self.next() & 1 == 0 { v } else { -v };
-        Q16(v.clamp(i32::MIN as i64, i32::MAX as i64) as i32)
-    }
-    fn vals(&mut self, len: usize, bits: u32) -> Vec<Q16> {
-        (0..len).map(|_| self.raw(bits)).collect()
-    }
+/// A raw value of magnitude below `2^bits`.
+fn raw(r: &mut Rng, bits: u32) -> Q16 {
+    let v = (r.next_u64() & ((1u64 << bits) - 1)) as i64;
+    let v = if r.next_u64() & 1 == 0 { v } else { -v };
+    Q16(v.clamp(i32::MIN as i64, i32::MAX as i64) as i32)
+}
+
+fn vals(r: &mut Rng, len: usize, bits: u32) -> Vec<Q16> {
+    (0..len).map(|_| raw(r, bits)).collect()
 }
 
 fn random_geom(r: &mut Rng, big: bool) -> ConvGeom {
@@ -78,9 +67,9 @@ fn check(r: &mut Rng, g: &ConvGeom, bits: [u32; 3]) -> [bool; 3] {
         g.c_out * g.c_in / g.groups * g.kh * g.kw,
         g.n * g.c_out * g.oh * g.ow,
     );
-    let (x, w, gy) = (r.vals(xl, bits[0]), r.vals(wl, bits[1]), r.vals(yl, bits[2]));
-    let b = r.vals(g.c_out, bits[2]);
-    let (gx0, gw0) = (r.vals(xl, bits[0]), r.vals(wl, bits[1]));
+    let (x, w, gy) = (vals(r, xl, bits[0]), vals(r, wl, bits[1]), vals(r, yl, bits[2]));
+    let b = vals(r, g.c_out, bits[2]);
+    let (gx0, gw0) = (vals(r, xl, bits[0]), vals(r, wl, bits[1]));
     let mut took = [false; 3];
 
     let (mut want, mut got) = (vec![Q16(7); yl], vec![Q16(7); yl]);
@@ -119,7 +108,7 @@ fn check(r: &mut Rng, g: &ConvGeom, bits: [u32; 3]) -> [bool; 3] {
 
 #[test]
 fn host_path_matches_the_split_kernels() {
-    let mut r = Rng(0xC0FF_EE12_3456_789A);
+    let mut r = Rng::new(0xC0FF_EE12_3456_789A);
     let mut taken = [0usize; 3];
     for bits in [[17, 17, 17], [22, 16, 24], [24, 20, 26], [28, 26, 28]] {
         for i in 0..150 {
@@ -139,13 +128,13 @@ fn host_path_matches_the_split_kernels() {
 #[test]
 fn saturating_outputs_raise_the_flag_on_the_host_path() {
     // Operands up to 2^24 raw (256.0): sums clamp at the rails but fit an i64 exactly.
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let mut clamped = 0;
     for _ in 0..100 {
         let g = random_geom(&mut r, false);
         let took = check(&mut r, &g, [25, 25, 25]);
-        let x = r.vals(g.n * g.c_in * g.h * g.w, 25);
-        let w = r.vals(g.c_out * g.c_in / g.groups * g.kh * g.kw, 25);
+        let x = vals(&mut r, g.n * g.c_in * g.h * g.w, 25);
+        let w = vals(&mut r, g.c_out * g.c_in / g.groups * g.kh * g.kw, 25);
         let mut y = vec![Q16(0); g.n * g.c_out * g.oh * g.ow];
         take_saturated();
         if took[0] && forward(&g, &x, &w, None, &mut y) && take_saturated() {
@@ -159,7 +148,7 @@ fn saturating_outputs_raise_the_flag_on_the_host_path() {
 #[test]
 fn w1_passes_take_the_host_path() {
     // W1's three convolutions at batch 32, 28x28, with training-sized operands.
-    let mut r = Rng(5);
+    let mut r = Rng::new(5);
     for (c_in, c_out, side) in [(1, 8, 28), (8, 16, 14), (16, 32, 7)] {
         let g = ConvGeom {
             n: 32,

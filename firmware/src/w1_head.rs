@@ -26,6 +26,10 @@ use torchlet::{Conv2dParams, Error, Graph, InterpMode, Pool2dParams, Tensor, Q16
 /// step (freed records keep their slot until the step ends).
 pub const TAPE_M0: usize = 18;
 
+/// Dims `[out, in, kh, kw]` of W1's frozen convolutions conv1, conv2, conv3 (3x3,
+/// padding 1): what the exporter quantizes and the device checks its statics against.
+pub const CONV_DIMS: [[usize; 4]; 3] = [[8, 1, 3, 3], [16, 8, 3, 3], [32, 16, 3, 3]];
+
 /// Where the pretrained values are: the frozen convolutions are used in place, the
 /// head's values are copied into the arena (they change).
 pub struct Frozen<'a> {
@@ -40,7 +44,10 @@ impl Frozen<'_> {
     pub fn conv_bytes(&self) -> usize {
         self.conv
             .iter()
-            .map(|c| c.weights().len() + c.scales().len() * 4 + c.bias().map_or(0, |b| b.len() * 4))
+            .map(|c| {
+                let bias = c.bias().map_or(0, core::mem::size_of_val);
+                c.weights().len() + core::mem::size_of_val(c.scales()) + bias
+            })
             .sum()
     }
 }

@@ -37,14 +37,10 @@ use torchlet::fixed::{quantize_per_channel, QConv2dWeights, QScale};
 use torchlet::init::Rng;
 use torchlet::nn::digits_fcn;
 use torchlet::{Graph, Q16};
-use w1_head::{evaluate, train_epoch, Frozen, HeadModel, SizeTable, TAPE_M0};
+use w1_head::{evaluate, train_epoch, Frozen, HeadModel, SizeTable, CONV_DIMS, TAPE_M0};
 
-/// Names of the frozen convolutions' statics and their dims.
-const CONVS: [(&str, [usize; 4]); 3] = [
-    ("CONV1", [8, 1, 3, 3]),
-    ("CONV2", [16, 8, 3, 3]),
-    ("CONV3", [32, 16, 3, 3]),
-];
+/// Names of the frozen convolutions' statics (their dims: `w1_head::CONV_DIMS`).
+const CONVS: [&str; 3] = ["CONV1", "CONV2", "CONV3"];
 
 /// Writes `pub static NAME: [TYPE; n] = [...]`, eight values a line.
 fn write_static<T>(src: &mut String, name: &str, ty: &str, doc: &str, v: &[T], f: impl Fn(&T) -> String) {
@@ -92,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let mut convs: Vec<(Vec<i8>, Vec<QScale>, Vec<Q16>)> = vec![];
     let mut flash = 0;
-    for (l, (name, dims)) in CONVS.iter().enumerate() {
+    for (l, (name, dims)) in CONVS.iter().zip(CONV_DIMS).enumerate() {
         let w = &f32s[2 * l];
         let (mut q, mut s) = (vec![0i8; w.len()], vec![QScale::default(); dims[0]]);
         quantize_per_channel(w, dims[0], &mut q, &mut s)?;
@@ -121,7 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &b,
             |x| format!("Q16({})", x.raw()),
         );
-        flash += q.len() + 4 * s.len() + 4 * b.len();
+        flash += q.len() + std::mem::size_of_val(&s[..]) + std::mem::size_of_val(&b[..]);
         convs.push((q, s, b));
     }
     let head = [q16(&f32s[6]), q16(&f32s[7])];
@@ -134,7 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             v,
             |x| format!("Q16({})", x.raw()),
         );
-        flash += 4 * v.len();
+        flash += std::mem::size_of_val(&v[..]);
     }
     let out = dir.join("w1_q8.rs");
     if check {
@@ -151,7 +147,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let convs: &'static [(Vec<i8>, Vec<QScale>, Vec<Q16>)] = Box::leak(convs.into_boxed_slice());
     let frozen_conv = |l: usize| -> Result<QConv2dWeights<'static>, torchlet::Error> {
         let (q, s, b) = &convs[l];
-        QConv2dWeights::new(CONVS[l].1, q, s, Some(b))
+        QConv2dWeights::new(CONV_DIMS[l], q, s, Some(b))
     };
     let leak = |v: &Vec<Q16>| -> &'static [Q16] { Box::leak(v.clone().into_boxed_slice()) };
     let frozen: &'static Frozen<'static> = Box::leak(Box::new(Frozen {

@@ -23,7 +23,7 @@ use torchlet::fixed::{QConv2dWeights, QScale};
 use torchlet::{Error, Graph, Q16};
 use torchlet_firmware::m0_recipe::{ARENA_BYTES, EPOCHS, LR};
 use torchlet_firmware::w1_head::{
-    evaluate, input_size, train_epoch, Frozen, HeadModel, PassStats, SizeTable, TAPE_M0,
+    evaluate, input_size, train_epoch, Frozen, HeadModel, PassStats, SizeTable, CONV_DIMS, TAPE_M0,
 };
 use torchlet_firmware::{assets::Samples, code, exit, stack};
 
@@ -56,9 +56,9 @@ const fn frozen(
 
 static FROZEN: Frozen<'static> = Frozen {
     conv: [
-        frozen([8, 1, 3, 3], &w1_q8::CONV1_Q, &w1_q8::CONV1_S, &w1_q8::CONV1_B),
-        frozen([16, 8, 3, 3], &w1_q8::CONV2_Q, &w1_q8::CONV2_S, &w1_q8::CONV2_B),
-        frozen([32, 16, 3, 3], &w1_q8::CONV3_Q, &w1_q8::CONV3_S, &w1_q8::CONV3_B),
+        frozen(CONV_DIMS[0], &w1_q8::CONV1_Q, &w1_q8::CONV1_S, &w1_q8::CONV1_B),
+        frozen(CONV_DIMS[1], &w1_q8::CONV2_Q, &w1_q8::CONV2_S, &w1_q8::CONV2_B),
+        frozen(CONV_DIMS[2], &w1_q8::CONV3_Q, &w1_q8::CONV3_S, &w1_q8::CONV3_B),
     ],
     head: [&w1_q8::FC_W, &w1_q8::FC_B],
 };

@@ -16,7 +16,7 @@ pub mod pad;
 pub mod pool;
 pub mod resize;
 #[cfg(test)]
-mod test_shapes;
+pub(crate) mod test_shapes;
 
 use crate::scalar::Scalar;
 

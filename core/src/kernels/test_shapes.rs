@@ -1,5 +1,6 @@
-//! Shared by the specialised kernels' tests (`fast_f32`, `m_f32`): random data and
-//! random valid convolution geometries to check them against the generic kernels.
+//! Shared by the specialised kernels' tests (`fast_f32`, `m_f32`, the Q16 kernels of
+//! `fixed/conv`): random data and valid convolution geometries to check them against
+//! the generic kernels.
 
 use crate::init::Rng;
 use crate::kernels::conv::ConvGeom;

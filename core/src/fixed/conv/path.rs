@@ -82,21 +82,8 @@ mod tests {
         pad: usize,
         (h, w): (usize, usize),
     ) -> ConvGeom {
-        ConvGeom {
-            n,
-            c_in,
-            h,
-            w,
-            c_out,
-            kh,
-            kw,
-            oh: h + 2 * pad + 1 - kh,
-            ow: w + 2 * pad + 1 - kw,
-            stride: [1, 1],
-            pad: [pad, pad],
-            dil: [1, 1],
-            groups: 1,
-        }
+        crate::kernels::test_shapes::geom(n, c_in, c_out, [h, w], [kh, kw], [1, 1], [pad, pad], [1, 1], 1)
+            .unwrap()
     }
 
     /// `len` values of magnitude up to `mag` (real), alternating in sign.

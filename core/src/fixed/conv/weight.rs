@@ -295,24 +295,11 @@ fn rows_w8(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::test_shapes::geom;
 
     /// W1's 3x3 convolution (padding 1) on a `side x side` input, batch `n`.
     fn w1(n: usize, c_in: usize, side: usize) -> ConvGeom {
-        ConvGeom {
-            n,
-            c_in,
-            h: side,
-            w: side,
-            c_out: 2 * c_in,
-            kh: 3,
-            kw: 3,
-            oh: side,
-            ow: side,
-            stride: [1, 1],
-            pad: [1, 1],
-            dil: [1, 1],
-            groups: 1,
-        }
+        geom(n, c_in, 2 * c_in, [side, side], [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap()
     }
 
     #[test]

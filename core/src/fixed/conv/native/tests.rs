@@ -6,6 +6,7 @@ use super::super::{backward_input_split, backward_weight_split, forward_split};
 use super::*;
 use crate::fixed::take_saturated;
 use crate::init::Rng;
+use crate::kernels::test_shapes::geom;
 
 /// A raw value of magnitude below `2^bits`.
 fn raw(r: &mut Rng, bits: u32) -> Q16 {
@@ -33,29 +34,10 @@ fn random_geom(r: &mut Rng, big: bool) -> ConvGeom {
         };
         let pad = [r.below(4), r.below(4)];
         let dil = [1 + r.below(2), 1 + r.below(2)];
-        let span = |len: usize, k: usize, s: usize, p: usize, d: usize| {
-            let eff = d * (k - 1) + 1;
-            (len + 2 * p >= eff).then(|| (len + 2 * p - eff) / s + 1)
-        };
-        if let (Some(oh), Some(ow)) = (
-            span(h, kh, stride[0], pad[0], dil[0]),
-            span(w, kw, stride[1], pad[1], dil[1]),
-        ) {
-            return ConvGeom {
-                n: 1 + r.below(3),
-                c_in,
-                h,
-                w,
-                c_out,
-                kh,
-                kw,
-                oh,
-                ow,
-                stride,
-                pad,
-                dil,
-                groups,
-            };
+        // The batch is drawn once a geometry is valid, as it always was.
+        if let Some(mut g) = geom(1, c_in, c_out, [h, w], [kh, kw], stride, pad, dil, groups) {
+            g.n = 1 + r.below(3);
+            return g;
         }
     }
 }
@@ -150,42 +132,14 @@ fn w1_passes_take_the_host_path() {
     // W1's three convolutions at batch 32, 28x28, with training-sized operands.
     let mut r = Rng::new(5);
     for (c_in, c_out, side) in [(1, 8, 28), (8, 16, 14), (16, 32, 7)] {
-        let g = ConvGeom {
-            n: 32,
-            c_in,
-            h: side,
-            w: side,
-            c_out,
-            kh: 3,
-            kw: 3,
-            oh: side,
-            ow: side,
-            stride: [1, 1],
-            pad: [1, 1],
-            dil: [1, 1],
-            groups: 1,
-        };
+        let g = geom(32, c_in, c_out, [side, side], [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
         assert_eq!(check(&mut r, &g, [18, 16, 24]), [true; 3], "{g:?}");
     }
 }
 
 #[test]
 fn operands_too_large_for_an_i64_sum_fall_back() {
-    let g = ConvGeom {
-        n: 1,
-        c_in: 4,
-        h: 4,
-        w: 4,
-        c_out: 2,
-        kh: 3,
-        kw: 3,
-        oh: 2,
-        ow: 2,
-        stride: [1, 1],
-        pad: [0, 0],
-        dil: [1, 1],
-        groups: 1,
-    };
+    let g = geom(1, 4, 2, [4, 4], [3, 3], [1, 1], [0, 0], [1, 1], 1).unwrap();
     // 36 products of 2^31 * 2^31 exceed 2^63: the split kernels' saturating sum.
     let x = vec![Q16::MIN; 64];
     let w = vec![Q16::MIN; 72];

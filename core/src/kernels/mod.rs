@@ -8,7 +8,6 @@
 pub mod compact;
 pub mod conv;
 pub mod elementwise;
-pub mod f32_conv;
 pub mod fast_f32;
 pub mod linear;
 pub mod m_f32;

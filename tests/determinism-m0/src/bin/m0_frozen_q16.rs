@@ -4,6 +4,8 @@
 #![no_std]
 #![no_main]
 
+#[path = "../icount.rs"]
+mod icount;
 #[path = "../frozen/trunk.rs"]
 mod trunk;
 
@@ -18,7 +20,7 @@ static W3: [Q16; 4608] = trunk::q16(3);
 
 #[entry]
 fn main() -> ! {
-    trunk::start_counter();
+    icount::start_counter();
     let mut buf = [Q16(0); 16 * 1024];
     let mut g: Graph<Q16, 16> = Graph::new(&mut buf);
     let ext = (|| {

@@ -5,6 +5,8 @@
 #![no_std]
 #![no_main]
 
+#[path = "../icount.rs"]
+mod icount;
 #[path = "../frozen/trunk.rs"]
 mod trunk;
 
@@ -36,7 +38,7 @@ static W: [QConv2dWeights<'static>; 3] = [
 
 #[entry]
 fn main() -> ! {
-    trunk::start_counter();
+    icount::start_counter();
     let mut buf = [Q16(0); 16 * 1024];
     let mut g: Graph<Q16, 16> = Graph::new(&mut buf);
     let p = Conv2dParams::padded(1);

@@ -19,39 +19,14 @@
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicU32, Ordering};
-use cortex_m::peripheral::syst::SystClkSource;
-use cortex_m_rt::{entry, exception};
+#[path = "../icount.rs"]
+mod icount;
+
+use cortex_m_rt::entry;
+use icount::{instructions, start_counter};
 use torchlet::kernels::conv::{self, ConvGeom};
 use torchlet::{Scalar, Q16};
 use torchlet_determinism_m0::exit;
-
-static WRAPS: AtomicU32 = AtomicU32::new(0);
-
-#[exception]
-fn SysTick() {
-    // Only this handler writes WRAPS; load + store is enough on a single core (no CAS
-    // on thumbv6m).
-    WRAPS.store(WRAPS.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-}
-
-/// SysTick ticks since start (counts down from 0xFF_FFFF, then wraps).
-fn ticks() -> u64 {
-    loop {
-        let w = WRAPS.load(Ordering::Relaxed);
-        let c = cortex_m::peripheral::SYST::get_current();
-        if WRAPS.load(Ordering::Relaxed) == w {
-            return w as u64 * (1 << 24) + (0xFF_FFFF - c) as u64;
-        }
-    }
-}
-
-/// Instructions spent in `f` (ticks * 0.625).
-fn instructions(f: impl FnOnce()) -> u64 {
-    let t0 = ticks();
-    f();
-    (ticks() - t0) * 40 / 64
-}
 
 const G: ConvGeom = ConvGeom {
     n: 1,
@@ -122,11 +97,11 @@ fn per_mac_on<S: Scalar>(
     // geometry would let the compiler fold index arithmetic into the kernels).
     let g = core::hint::black_box(g);
     fill(scale, [&mut *x, &mut *w, &mut *y]);
-    let fwd = instructions(|| S::conv2d_forward(&g, x, w, None, y));
+    let fwd = instructions(|| S::conv2d_forward(&g, x, w, None, y)).1;
     fill(scale, [&mut *x, &mut *w, &mut *y]);
-    let bwi = instructions(|| S::conv2d_backward_input(&g, y, w, x));
+    let bwi = instructions(|| S::conv2d_backward_input(&g, y, w, x)).1;
     fill(scale, [&mut *x, &mut *w, &mut *y]);
-    let bww = instructions(|| S::conv2d_backward_weight(&g, y, x, w));
+    let bww = instructions(|| S::conv2d_backward_weight(&g, y, x, w)).1;
     // Scaled by 100 to print two decimals without floats.
     [fwd * 100 / macs, bwi * 100 / macs, bww * 100 / macs]
 }
@@ -146,12 +121,7 @@ fn show(name: &str, v: [u64; 3]) {
 
 #[entry]
 fn main() -> ! {
-    let mut p = cortex_m::Peripherals::take().unwrap_or_else(|| exit(5));
-    p.SYST.set_clock_source(SystClkSource::Core);
-    p.SYST.set_reload(0xFF_FFFF);
-    p.SYST.clear_current();
-    p.SYST.enable_interrupt();
-    p.SYST.enable_counter();
+    start_counter();
 
     let (mut xf, mut wf, mut yf) = ([0f32; 8 * 100], [0f32; 16 * 8 * 9], [0f32; 16 * 64]);
     let (mut xq, mut wq, mut yq) = ([Q16(0); 8 * 100], [Q16(0); 16 * 8 * 9], [Q16(0); 16 * 64]);
@@ -172,14 +142,14 @@ fn main() -> ! {
     fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
     let g = core::hint::black_box(G);
     let gen = [
-        instructions(|| conv::conv2d_forward(&g, &xq, &wq, None, &mut yq)),
+        instructions(|| conv::conv2d_forward(&g, &xq, &wq, None, &mut yq)).1,
         {
             fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
-            instructions(|| conv::conv2d_backward_input(&g, &yq, &wq, &mut xq))
+            instructions(|| conv::conv2d_backward_input(&g, &yq, &wq, &mut xq)).1
         },
         {
             fill(1.0, [&mut xq[..], &mut wq[..], &mut yq[..]]);
-            instructions(|| conv::conv2d_backward_weight(&g, &yq, &xq, &mut wq))
+            instructions(|| conv::conv2d_backward_weight(&g, &yq, &xq, &mut wq)).1
         },
     ];
     show(

@@ -8,46 +8,9 @@
 // Each program uses one of the two weight generators.
 #![allow(dead_code)]
 
-use core::sync::atomic::{AtomicU32, Ordering};
-use cortex_m::peripheral::syst::SystClkSource;
-use cortex_m_rt::exception;
+use crate::icount::instructions;
 use torchlet::fixed::QScale;
 use torchlet::{Error, Graph, Pool2dParams, Tensor, Q16};
-
-static WRAPS: AtomicU32 = AtomicU32::new(0);
-
-#[exception]
-fn SysTick() {
-    // Only this handler writes WRAPS (no CAS on thumbv6m).
-    WRAPS.store(WRAPS.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-}
-
-fn ticks() -> u64 {
-    loop {
-        let w = WRAPS.load(Ordering::Relaxed);
-        let c = cortex_m::peripheral::SYST::get_current();
-        if WRAPS.load(Ordering::Relaxed) == w {
-            return w as u64 * (1 << 24) + (0xFF_FFFF - c) as u64;
-        }
-    }
-}
-
-/// Starts SysTick on the core clock (QEMU `-icount shift=6`: one tick = 0.625 instructions).
-pub fn start_counter() {
-    let mut p = cortex_m::Peripherals::take().unwrap_or_else(|| crate::exit(5));
-    p.SYST.set_clock_source(SystClkSource::Core);
-    p.SYST.set_reload(0xFF_FFFF);
-    p.SYST.clear_current();
-    p.SYST.enable_interrupt();
-    p.SYST.enable_counter();
-}
-
-/// Instructions spent in `f`.
-pub fn instructions<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    let t0 = ticks();
-    let r = f();
-    (r, (ticks() - t0) * 40 / 64)
-}
 
 /// (c_in, c_out, side) of the three convolutions (3x3, padding 1).
 pub const LAYERS: [(usize, usize, usize); 3] = [(1, 8, 28), (8, 16, 14), (16, 32, 7)];

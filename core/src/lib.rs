@@ -108,3 +108,8 @@ pub use ops::pad::{PadMode, PadParams};
 pub use ops::pool::Pool2dParams;
 pub use scalar::Scalar;
 pub use shape::{Shape, MAX_RANK};
+
+// The README's Rust blocks are doctests of this crate, so its example cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+mod readme_doctest {}

@@ -4,9 +4,14 @@
 //!
 //! ```text
 //! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels]
+//! cargo run --release -p torchlet-tests --example bench -- [--pytorch] --write-results tests/RESULTS.md
 //! RUSTFLAGS="-C target-cpu=native" cargo run --release -p torchlet-tests --example bench
 //! ```
 //!
+//! - `--write-results FILE` replaces the block between `<!-- bench:begin -->` and
+//!   `<!-- bench:end -->` in FILE with this run's tables, headed by the date, the git
+//!   commit, the machine, its load average and the command (for people: CI only runs
+//!   `--quick` and never rewrites a committed file).
 //! - Every figure is given as wall time and as the thread's CPU time (which leaves out
 //!   time slices lost to other processes: on a busy machine compare CPU times).
 //! - A training step is zero_grad + forward + cross-entropy + backward + SGD (lr 0.01,
@@ -21,6 +26,7 @@
 //!   (this build's SIMD width), and the nominal peak is the clock from /proc/cpuinfo
 //!   times 32 FLOP/cycle (two 256-bit FMA pipes) when the CPU has AVX2 and FMA.
 
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::process::Command;
 use std::time::Instant;
@@ -37,6 +43,81 @@ const CASES: [(&str, usize, usize, usize, usize); 3] = [
     ("b32-28x28", 32, 28, 28, 40),
     ("b1-12x20", 1, 12, 20, 400),
 ];
+
+/// Where the tables go: printed, and kept for `--write-results`.
+#[derive(Default)]
+struct Out(String);
+
+impl Out {
+    fn line(&mut self, s: impl AsRef<str>) {
+        println!("{}", s.as_ref());
+        self.0.push_str(s.as_ref());
+        self.0.push('\n');
+    }
+}
+
+const BEGIN: &str = "<!-- bench:begin -->";
+const END: &str = "<!-- bench:end -->";
+
+/// `text` with the block between the markers replaced by `block`, or why not.
+fn replace_block(text: &str, block: &str) -> Result<String, String> {
+    let (b, e) = (text.matches(BEGIN).count(), text.matches(END).count());
+    let (Some(i), Some(j)) = (text.find(BEGIN), text.find(END)) else {
+        return Err(format!(
+            "needs one `{BEGIN}` and one `{END}` line (found {b} and {e})"
+        ));
+    };
+    if b != 1 || e != 1 || j < i {
+        return Err(format!(
+            "needs one `{BEGIN}` before one `{END}` (found {b} and {e})"
+        ));
+    }
+    Ok(format!("{}{BEGIN}\n{block}{}", &text[..i], &text[j..]))
+}
+
+/// First line of a command's output, or "?".
+fn first_line(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
+}
+
+/// The 1-minute load average.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split(' ').next().unwrap_or("?").to_string()
+}
+
+/// The results block: when, what, where, how, then the tables as printed.
+fn results_block(args: &[String], model: &str, load_start: &str, tables: &str) -> String {
+    // "?" when git fails or prints nothing (a clean tree).
+    let dirty = first_line("git", &["status", "--porcelain", "--untracked-files=no"]) != "?";
+    let commit = format!(
+        "{}{}",
+        first_line("git", &["rev-parse", "--short", "HEAD"]),
+        if dirty { " with uncommitted changes" } else { "" }
+    );
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Measured {} at commit {commit} with {}, on {model} ({cores} cores), load average \
+         {load_start} at the start and {} at the end, by\n`cargo run --release -p \
+         torchlet-tests --example bench -- {}`:\n\n```text",
+        first_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        first_line("rustc", &["--version"]),
+        load_average(),
+        args.join(" ")
+    );
+    s.push_str(tables);
+    s.push_str("```\n");
+    s
+}
 
 /// Microseconds of CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu_us() -> f64 {
@@ -202,16 +283,17 @@ fn pytorch_round() -> Result<Vec<(String, Timing, Timing, String)>, String> {
 
 /// Prints one table of medians over rounds, of wall or of CPU time.
 fn print_table(
+    out: &mut Out,
     title: &str,
     ours: &[Vec<(Timing, Timing)>],
     theirs: &[Vec<(Timing, Timing)>],
     pick: fn(&Timing) -> f64,
 ) {
-    println!("\n{title}");
-    println!(
+    out.line(format!("\n{title}"));
+    out.line(format!(
         "{:<10} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}",
         "case", "train", "torch train", "ratio", "infer", "torch infer", "ratio"
-    );
+    ));
     let med = |v: &[(Timing, Timing)], k: usize| {
         let mut xs: Vec<f64> = v.iter().map(|r| pick(if k == 0 { &r.0 } else { &r.1 })).collect();
         median(&mut xs)
@@ -222,18 +304,18 @@ fn print_table(
         }
         let (t, inf) = (med(&ours[i], 0), med(&ours[i], 1));
         if theirs[i].is_empty() {
-            println!(
+            out.line(format!(
                 "{:<10} {t:>12.1} {:>12} {:>8} {inf:>12.1} {:>12} {:>8}",
                 c.0, "-", "-", "-", "-"
-            );
+            ));
         } else {
             let (pt, pi) = (med(&theirs[i], 0), med(&theirs[i], 1));
-            println!(
+            out.line(format!(
                 "{:<10} {t:>12.1} {pt:>12.1} {:>8.2} {inf:>12.1} {pi:>12.1} {:>8.2}",
                 c.0,
                 t / pt,
                 inf / pi
-            );
+            ));
         }
     }
 }
@@ -341,7 +423,7 @@ fn cpu_info() -> (String, f64, bool) {
 
 type ConvKernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
 
-fn kernel_table(peak: f64, quick: bool) {
+fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
     use torchlet::kernels::fast_f32::conv as fast;
     let fwd_generic: ConvKernel = |g, x, w, y| conv::conv2d_forward(g, x, w, None, y);
     let fwd_portable: ConvKernel = |g, x, w, y| fast::conv2d_forward_portable(g, x, w, None, y);
@@ -363,11 +445,13 @@ fn kernel_table(peak: f64, quick: bool) {
             f32::conv2d_backward_weight,
         ),
     ];
-    println!("\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)");
-    println!(
+    out.line(format!(
+        "\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)"
+    ));
+    out.line(format!(
         "{:<20} {:>5} {:<16} {:>8} {:>7} {:>9} {:>7} {:>8} {:>7} {:>8}",
         "layer", "batch", "kernel", "generic", "%peak", "portable", "%peak", "f32", "%peak", "speedup"
-    );
+    ));
     for n in [1usize, 32] {
         for (name, g) in w1_convs(n) {
             let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
@@ -396,7 +480,7 @@ fn kernel_table(peak: f64, quick: bool) {
                     flops / us / 1e3
                 };
                 let (gg, gp, gs) = (run(generic), run(portable), run(special));
-                println!(
+                out.line(format!(
                     "{:<20} {:>5} {:<16} {:>8.2} {:>6.1}% {:>9.2} {:>6.1}% {:>8.2} {:>6.1}% {:>7.1}x",
                     name,
                     n,
@@ -408,7 +492,7 @@ fn kernel_table(peak: f64, quick: bool) {
                     gs,
                     100.0 * gs / peak,
                     gs / gg
-                );
+                ));
             }
         }
     }
@@ -429,6 +513,26 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|s| s.parse().ok())
         .unwrap_or(if with_torch { 3 } else { 1 });
+    let results_file = args
+        .iter()
+        .position(|a| a == "--write-results")
+        .map(|i| args.get(i + 1).cloned().unwrap_or_default());
+    if let Some(path) = &results_file {
+        // Check the file before spending minutes on the run; only full runs are written.
+        let partial = ["--quick", "--case", "--layers", "--kernels"];
+        if let Some(p) = args.iter().find(|a| partial.contains(&a.as_str())) {
+            eprintln!("--write-results: a results file gets full runs only, not {p}");
+            std::process::exit(2);
+        }
+        let checked = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| replace_block(&t, ""));
+        if let Err(e) = checked {
+            eprintln!("--write-results {path:?}: {e}");
+            std::process::exit(2);
+        }
+    }
+    let load_start = load_average();
     if args.iter().any(|a| a == "--layers") {
         for &(_, b, h, w, iters) in &CASES {
             layer_profile(b, h, w, iters / 4);
@@ -452,17 +556,22 @@ fn main() {
     } else {
         "this build's SIMD"
     };
-    println!("machine: {model}, {ghz:.3} GHz, 1 thread; build SIMD: {simd}; conv kernels: {kernels}");
+    let mut out = Out::default();
+    out.line(format!(
+        "machine: {model}, {ghz:.3} GHz, 1 thread; build SIMD: {simd}; conv kernels: {kernels}"
+    ));
     let peak = measured_peak_gflops();
-    print!("peak: measured {peak:.1} GFLOP/s (independent multiply-adds of the kernels' instruction set)");
-    if wide {
-        println!(
+    let nominal = if wide {
+        format!(
             "; nominal {:.1} GFLOP/s ({ghz:.2} GHz x 32 FLOP/cycle, AVX2 FMA x2)",
             ghz * 32.0
-        );
+        )
     } else {
-        println!();
-    }
+        String::new()
+    };
+    out.line(format!(
+        "peak: measured {peak:.1} GFLOP/s (independent multiply-adds of the kernels' instruction set){nominal}"
+    ));
 
     let mut ours: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
     let mut theirs: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
@@ -495,10 +604,32 @@ fn main() {
     }
 
     let title = format!("W1 digits-fcn, median of {rounds} round(s), microseconds");
-    print_table(&format!("{title} of wall time"), &ours, &theirs, |t| t.wall);
-    print_table(&format!("{title} of thread CPU time"), &ours, &theirs, |t| t.cpu);
-    println!("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
+    print_table(&mut out, &format!("{title} of wall time"), &ours, &theirs, |t| {
+        t.wall
+    });
+    print_table(
+        &mut out,
+        &format!("{title} of thread CPU time"),
+        &ours,
+        &theirs,
+        |t| t.cpu,
+    );
+    out.line("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
     if only.is_none() {
-        kernel_table(peak, quick);
+        kernel_table(&mut out, peak, quick);
+    }
+    if let Some(path) = results_file {
+        let block = results_block(&args, &model, &load_start, &out.0);
+        let written = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| replace_block(&t, &block))
+            .and_then(|t| std::fs::write(&path, t).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => println!("\nwrote the results block of {path}"),
+            Err(e) => {
+                eprintln!("--write-results {path:?}: {e}");
+                std::process::exit(2);
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 # committed PyTorch fixture, and the fuzz regression inputs replayed in the debug
 # profile (overflow checks on, as under cargo-fuzz). The format, checkpoint and
 # safetensors tests themselves run with the workspace tests of the core stage.
-# Fuzzing itself is not part of CI: see tests/WEIGHTS.md.
+# Fuzzing itself is not part of CI: see tests/README.md ("Fuzzing").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bash .ci/install.sh rust

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Speed (issue 8): the specialised f32 kernels against the generic ones in every SIMD
-# configuration the code selects by target feature, the wasm32 simd128 build, and one
-# quick run of the benchmark harness (it prints numbers and asserts nothing about time).
+# Speed: the specialised f32 kernels against the generic ones in every SIMD
+# configuration the code selects by target feature, the wasm32 simd128 build, one
+# quick run of the benchmark harness (it prints numbers and asserts nothing about time),
+# and a check that tests/RESULTS.md still has the block the harness writes (CI never
+# rewrites it: `bench -- --write-results tests/RESULTS.md` is for people).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bash .ci/install.sh rust
@@ -27,3 +29,17 @@ RUSTFLAGS="-C target-feature=+simd128" CARGO_TARGET_DIR=target/simd128 \
 
 echo "--- benchmark harness, quick mode (numbers only)"
 cargo run --release -q -p torchlet-tests --example bench -- --quick
+
+echo "--- tests/RESULTS.md: the benchmark's block is there and well formed"
+awk '
+    /^<!-- bench:begin -->$/ { b++; inside = 1; next }
+    /^<!-- bench:end -->$/   { e++; inside = 0; next }
+    inside && /^Measured .* at commit .* by$/ { head++ }
+    inside && /thread CPU time/ { cpu++ }
+    inside && /^b1-28x28 / { rows++ }
+    END {
+        if (b != 1 || e != 1 || head != 1 || cpu < 1 || rows < 2) {
+            printf "tests/RESULTS.md: expected one bench:begin/bench:end block with a Measured line and the W1 tables (begin %d, end %d, header %d, CPU table %d, rows %d)\n", b, e, head, cpu, rows
+            exit 1
+        }
+    }' tests/RESULTS.md

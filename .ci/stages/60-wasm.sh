@@ -4,7 +4,9 @@
 #   -> the packed package loads and trains in node -> demo site -> end-to-end test in
 #   headless Chromium (train to >90% held-out, draw, plan, bad input, screenshot in
 #   target/wasm-e2e/) -> benchmark harness vs TF.js in the same browser run
-#   (numbers only; skip with TORCHLET_WASM_BENCH=0).
+#   (numbers only, in target/wasm-e2e/bench.json and formatted as wasm/RESULTS.md's
+#   block; skip with TORCHLET_WASM_BENCH=0). CI never rewrites wasm/RESULTS.md; it
+#   checks that its benchmark block is there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bash .ci/install.sh rust wasm browser
@@ -66,6 +68,9 @@ if (!(s1.loss > 0 && s2.loss > 0 && msg.startsWith("input: data length"))) proce
 console.log(`require("torchlet"): 2 steps (28x28, 12x20), loss ${s2.loss.toFixed(3)}; bad input -> "${msg}"`);
 ')
 
+echo "--- wasm/RESULTS.md: the benchmark's block is there and well formed"
+node demo/bench.mjs --check RESULTS.md
+
 echo "--- demo site"
 cd demo
 npm ci --no-audit --no-fund --loglevel=error >/dev/null
@@ -76,3 +81,7 @@ bench=--bench
 [ "${TORCHLET_WASM_BENCH:-1}" = 0 ] && bench=""
 node e2e.mjs "$out" $bench
 echo "screenshot: $out/screenshot.png"
+if [ -n "$bench" ]; then
+    echo "--- benchmark block for wasm/RESULTS.md (not written: node demo/bench.mjs --format ... --write-results RESULTS.md)"
+    node bench.mjs --format "$out/bench.json" | tee "$out/results-block.md"
+fi

@@ -6,9 +6,11 @@
 // --bench then runs the benchmark page (bench.html) in the same browser.
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { runMeta } from './results.mjs';
 
 const require = createRequire(import.meta.url);
 const { chromium } = require('playwright-core'); // found through NODE_PATH (.ci/install.sh)
@@ -80,11 +82,14 @@ async function drawStroke(page, points) {
 }
 
 async function bench(ctx, url) {
+  const loadStart = os.loadavg()[0];
   const page = await ctx.newPage();
   page.on('console', (m) => console.log(`[bench] ${m.text()}`));
   await page.goto(`${url}bench.html?run`);
   await page.waitForSelector('body[data-bench-done="1"]', { timeout: 10 * 60 * 1000 });
   const results = await page.evaluate(() => window.benchResults);
+  const cmd = 'bash .ci/test.sh wasm (node wasm/demo/e2e.mjs OUT --bench)';
+  results.meta = runMeta(loadStart, await page.evaluate(() => navigator.userAgent), cmd);
   fs.writeFileSync(path.join(out, 'bench.json'), JSON.stringify(results, null, 2));
   console.log(`benchmark results in ${path.join(out, 'bench.json')}`);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch eager CPU baseline timings for workload W1 (GUIDE.md), one thread.
+"""PyTorch eager CPU baseline timings for workload W1, one thread.
 
     python3 tests/golden/bench_pytorch.py [--iters 200] [--iters-b32 20] [--momentum 0.0]
                                           [--layouts nchw,channels_last]
@@ -9,7 +9,7 @@ For each W1 case, prints one JSON line on stdout:
      "infer_cpu_us": ..., "train_iters": N, "infer_iters": N,
      "train_layout": "nchw", "infer_layout": "channels_last", "by_layout": {...}}
   - train_us: median wall time of one training step = zero_grad + forward + cross-entropy
-    + backward + SGD step (lr 0.01, momentum as given, default 0 as in GUIDE's W1).
+    + backward + SGD step (lr 0.01, momentum as given, default 0).
   - infer_us: median wall time of one forward pass in eval mode under torch.no_grad().
   - train_cpu_us / infer_cpu_us: the same, measured as CPU time of the calling thread
     (time.thread_time_ns; with one torch thread, forward and CPU backward both run on it).

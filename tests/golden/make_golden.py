@@ -3,7 +3,7 @@
 
     python3 tests/golden/make_golden.py          # needs torch and numpy (pip install torch numpy)
 
-Format: exactly the runner's input document of /work/shared/CONFORMANCE.md, `{"cases": [...]}`,
+Format: exactly the conformance runner's input document (tests/golden/README.md), `{"cases": [...]}`,
 where every case additionally carries either
   - "expected": {"output": {shape, data}, "grads": {input_name: {shape, data}}}
     (the runner's output format; "grads" has one entry per floating-point input), or

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch side of the weights interop fixtures (torch is NOT needed in CI).
 
-W1 "digits-fcn" (shared/GUIDE.md, torchlet::nn::digits_fcn) as a torch.nn.Module whose
+W1 "digits-fcn" (torchlet::nn::digits_fcn) as a torch.nn.Module whose
 state_dict keys are the names torchlet maps onto its parameters (c1.weight, c1.bias,
 ..., fc.bias), in torchlet's creation order.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference run of workload W1 ("digits-fcn", see GUIDE.md) on tests/data/mnist10k.bin.
+"""PyTorch reference run of workload W1 ("digits-fcn", torchlet::nn::digits_fcn) on tests/data/mnist10k.bin.
 
     python3 tests/golden/w1_reference.py [--lr 0.01] [--momentum 0.9] [--batch 32]
                                          [--epochs 15] [--seed 0] [--data tests/data/mnist10k.bin]

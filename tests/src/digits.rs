@@ -76,7 +76,7 @@ impl Digits {
 
 impl Digit {
     /// The digit cropped to its ink's bounding box plus `margin` pixels (clipped to the
-    /// image): the variable-size digits of GUIDE.md. Pixels below `threshold` count as
+    /// image): the variable-size digits. Pixels below `threshold` count as
     /// background. An empty image is returned whole.
     pub fn cropped(&self, threshold: u8, margin: usize) -> Digit {
         let (mut y0, mut y1, mut x0, mut x1) = (usize::MAX, 0, usize::MAX, 0);

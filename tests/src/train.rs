@@ -1,5 +1,6 @@
-//! Training W1 ("digits-fcn", GUIDE.md) on the digits with a fixed recipe: the loop the
-//! README's main command, the end-to-end test and the examples share.
+//! Training W1 ("digits-fcn", `torchlet::nn::digits_fcn`) on the digits with a fixed
+//! recipe: the loop the README's main command, the end-to-end test and the examples
+//! share.
 
 use crate::digits::Digit;
 use std::time::Instant;

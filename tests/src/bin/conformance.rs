@@ -1,5 +1,5 @@
 //! The op conformance runner: `{"cases": [...]}` on stdin, `{"results": [...]}` on
-//! stdout (see `shared/CONFORMANCE.md`). Exits 2 only when stdin is not such a document.
+//! stdout (format: `tests/golden/README.md`). Exits 2 only when stdin is not such a document.
 
 use std::io::Read;
 

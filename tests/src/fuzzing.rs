@@ -65,9 +65,9 @@ pub fn weights_load(data: &[u8]) {
 }
 
 /// Fuzzes the conformance runner's op entry (`run_document`, the JSON door whose
-/// format tests/golden/README.md describes). The first byte picks the mode: raw UTF-8 text as the whole
-/// document, or a document built from the bytes with real op names (and some made
-/// up), PyTorch parameter names with values of every JSON kind, tensors of small or
+/// format tests/golden/README.md describes). The first byte picks the mode: raw UTF-8
+/// text as the whole document, or a document built from the bytes with real op names
+/// (and some made up), PyTorch parameter names with values of every JSON kind, tensors of small or
 /// absurd shapes whose data may not match, and optional grad_output. Invariant: no
 /// panic, and one result per case when the document parses.
 pub fn conformance_case(data: &[u8]) {

@@ -21,7 +21,7 @@ cargo build --release -q
 cargo build --release -q --features small-kernels --target-dir target/small-kernels \
     --bin w1_train_size --bin kernel_bench --bin fault
 cargo build --release -q --target thumbv6m-none-eabi --bin finetune_m0
-cargo build --profile bench -q --target thumbv6m-none-eabi --features mps2-an385 "${m0[@]/#/--bin=}"
+cargo build --profile m0-bench -q --target thumbv6m-none-eabi --features mps2-an385 "${m0[@]/#/--bin=}"
 
 # run NAME ELF: runs the program, keeps its log in $logs/NAME.log, fails unless it exits 0.
 run() {
@@ -41,7 +41,7 @@ run kernel_bench $m4/kernel_bench
 run w1_train_size $m4/w1_train_size
 run kernel_bench-small target/small-kernels/thumbv7em-none-eabihf/release/kernel_bench
 run finetune_m0 target/thumbv6m-none-eabi/release/finetune_m0
-for b in "${m0[@]}"; do run "$b" "target/thumbv6m-none-eabi/bench/$b"; done
+for b in "${m0[@]}"; do run "$b" "target/thumbv6m-none-eabi/m0-bench/$b"; done
 echo "--- size-report.sh" >&2
 M0_LOG=$logs/finetune_m0.log bash size-report.sh "$logs/size-report.txt" >&2
 
@@ -83,7 +83,7 @@ tmp=$(mktemp)
             m0_frozen_q8) title="Frozen W1 trunk on the Cortex-M0, int8 weights" ;;
         esac
         section "$title" \
-            "cargo run --profile bench --target thumbv6m-none-eabi --features mps2-an385 --bin $b" \
+            "cargo run --profile m0-bench --target thumbv6m-none-eabi --features mps2-an385 --bin $b" \
             "$logs/$b.log"
     done
     printf '\n## Flash and RAM against the budgets\n\n`bash size-report.sh` (after the builds above)\n\n```text\n'

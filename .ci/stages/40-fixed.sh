@@ -22,7 +22,7 @@ wasm=$(node tests/determinism-wasm/run.mjs target/wasm32-unknown-unknown/release
 echo "--- thumbv6m-none-eabi (QEMU mps2-an385)"
 # The firmware workspace's M0 programs on the larger board, at the M0 benchmark profile.
 m0run() {
-    (cd firmware && QEMU_TIMEOUT=600 cargo run -q --profile bench --target thumbv6m-none-eabi \
+    (cd firmware && QEMU_TIMEOUT=600 cargo run -q --profile m0-bench --target thumbv6m-none-eabi \
         --features mps2-an385 --bin "$1")
 }
 m0=$(m0run m0_determinism | tee >(cat >&2) | hash_of)

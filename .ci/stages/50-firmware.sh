@@ -25,7 +25,7 @@ cargo build --release -q --features small-kernels --target-dir target/small-kern
 
 echo "--- clippy / build (thumbv6m-none-eabi: the Cortex-M0 programs)"
 cargo clippy --release -q --target thumbv6m-none-eabi --bin finetune_m0 -- -D warnings
-cargo clippy --profile bench -q --target thumbv6m-none-eabi --features mps2-an385 --bins -- -D warnings
+cargo clippy --profile m0-bench -q --target thumbv6m-none-eabi --features mps2-an385 --bins -- -D warnings
 cargo build --release -q --target thumbv6m-none-eabi --bin finetune_m0
 
 # run_bin BIN [TARGET [STATUS]]: runs the program in QEMU (qemu.sh, the runner of

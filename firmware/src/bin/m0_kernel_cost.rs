@@ -23,10 +23,10 @@
 //! change without changing what is measured here (a routing change once made LLVM
 //! inline the f32 kernels differently and moved the Q16/f32 ratios by 1-2%). The Q16
 //! side goes through the hooks, which is what training runs. The goal (issue 4): each
-//! Q16/f32 ratio at least 10 at this program's profile (`--profile bench`, opt-level 2).
+//! Q16/f32 ratio at least 10 at this program's profile (`--profile m0-bench`, opt-level 2).
 //!
 //! Runs on QEMU `mps2-an385` (feature `mps2-an385`; SysTick counts as on the MPS2 M4F
-//! board): `cargo run --profile bench --target thumbv6m-none-eabi --features mps2-an385
+//! board): `cargo run --profile m0-bench --target thumbv6m-none-eabi --features mps2-an385
 //! --bin m0_kernel_cost`.
 #![no_std]
 #![no_main]

@@ -56,9 +56,9 @@ tmp=$(mktemp)
 {
     echo "# torchlet on the device: measured results"
     echo
-    echo "Written by \`firmware/results.sh\` on $(date -u +%Y-%m-%d) at commit"
-    echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- .. 2>/dev/null || echo ' (with uncommitted changes)'),"
-    echo "$(qemu-system-arm --version | head -n 1), $(rustc --version)."
+    dirty=$(git diff --quiet HEAD -- .. 2>/dev/null || echo ' with uncommitted changes')
+    echo "Written by \`firmware/results.sh\` on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)$dirty."
+    echo "$(qemu-system-arm --version | head -n 1); $(rustc --version)."
     echo "Each section is what one program printed (per-step lines left out); the commands"
     echo "run from \`firmware/\`. Instruction counts are SysTick under QEMU \`-icount shift=6\`"
     echo "(README.md: Counting instructions): instructions, not cycles, identical run to run."

@@ -1,6 +1,7 @@
-//! The model behind the JS class, in plain Rust (testable on the host): a network, its
-//! SGD optimizer and an owned arena. Every call validates through the engine and ends
-//! its step whatever happened, so an error leaves the model usable.
+//! The model behind the JS class, in plain Rust (testable on the host): a network (core's
+//! `nn::Sequential`), its SGD optimizer and an owned arena, planned by core's
+//! `plan::Planner`. Every call validates through the engine and ends its step whatever
+//! happened, so an error leaves the model usable.
 
 use crate::owned::{OwnedGraph, TAPE};
 use crate::spec::{layer_name, NetSpec, SpecError, MAX_LAYERS};

@@ -174,6 +174,17 @@ impl<const L: usize> Sequential<L> {
         g: &mut Graph<'_, S, N>,
         input: Tensor,
     ) -> Result<Tensor> {
+        self.forward_with(g, input, |_, _, _| Ok(()))
+    }
+
+    /// [`Sequential::forward`], calling `each(g, layer, output)` after every layer (for
+    /// example to record the output shapes of a plan).
+    pub fn forward_with<'a, S: Scalar, const N: usize>(
+        &self,
+        g: &mut Graph<'a, S, N>,
+        input: Tensor,
+        mut each: impl FnMut(&Graph<'a, S, N>, &Layer, Tensor) -> Result<()>,
+    ) -> Result<Tensor> {
         let mut x = input;
         for layer in &self.layers {
             let owned = x != input;
@@ -188,6 +199,7 @@ impl<const L: usize> Sequential<L> {
                 }
             };
             x = y;
+            each(g, layer, x)?;
         }
         Ok(x)
     }

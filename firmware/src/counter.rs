@@ -2,9 +2,13 @@
 //! `-icount shift=6`, under which the MPS2 boards' SysTick (clock source: the core)
 //! advances once every 2^6 / 40 = 1.6 instructions, so
 //! `instructions = ticks * 40 / 64`. The 24-bit counter wraps after about 10 M
-//! instructions; the SysTick interrupt counts the wraps. The counts are deterministic
-//! from run to run, and are instructions, not cycles (QEMU does not model the DWT
-//! cycle counter). On real hardware the same code counts core clock cycles.
+//! instructions; the SysTick interrupt counts the wraps, and a read with interrupts
+//! masked (defmt logs inside a critical section, and its timestamp reads the counter)
+//! counts a wrap whose interrupt is still pending. The counts are deterministic from
+//! run to run, and are instructions, not cycles (QEMU does not model the DWT cycle
+//! counter). On real hardware the same code counts core clock cycles; the micro:bit's
+//! SysTick runs at another clock than the MPS2 boards', so its counts would need their
+//! own factor.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use cortex_m::peripheral::{syst::SystClkSource, SYST};
@@ -54,4 +58,12 @@ pub fn ticks() -> u64 {
 /// Instructions executed since [`start`] under QEMU `-icount shift=6` (on MPS2 boards).
 pub fn instructions() -> u64 {
     (ticks() * 40) >> ICOUNT_SHIFT
+}
+
+/// `f`'s result and the instructions spent in it (the difference of two ticks counts,
+/// converted once, so no rounding accumulates).
+pub fn measure<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let t0 = ticks();
+    let r = f();
+    (r, ((ticks() - t0) * 40) >> ICOUNT_SHIFT)
 }

@@ -1,6 +1,7 @@
-//! Board support shared by the firmware programs (`src/bin/*.rs`): exit codes through
-//! semihosting, a panic handler and a `HardFault` handler that both exit non-zero (so a
-//! fault never hangs QEMU), and an instruction counter on SysTick.
+//! Board support shared by every firmware program (`src/bin/*.rs`, on the Cortex-M4F
+//! and the Cortex-M0 boards alike): exit codes through semihosting, a panic handler and
+//! a `HardFault` handler that both exit non-zero (so a fault never hangs QEMU), defmt
+//! logging over semihosting, and an instruction counter on SysTick (`counter`).
 //!
 //! No math lives here: the programs only boot, place the arena, log with defmt and
 //! call the engine.
@@ -8,6 +9,7 @@
 
 pub mod assets;
 pub mod counter;
+pub mod frozen_trunk;
 pub mod heap;
 pub mod m0_recipe;
 pub mod stack;

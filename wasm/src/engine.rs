@@ -1,13 +1,16 @@
-//! The model behind the JS class, in plain Rust (testable on the host): a network, its
-//! SGD optimizer and an owned arena. Every call validates through the engine and ends
-//! its step whatever happened, so an error leaves the model usable.
+//! The model behind the JS class, in plain Rust (testable on the host): a network (core's
+//! `nn::Sequential`), its SGD optimizer and an owned arena, planned by core's
+//! `plan::Planner`. Every call validates through the engine and ends its step whatever
+//! happened, so an error leaves the model usable.
 
 use crate::owned::{OwnedGraph, TAPE};
-use crate::spec::{layer_name, NetSpec, SpecError};
+use crate::spec::{layer_name, NetSpec, SpecError, MAX_LAYERS};
+use core::cell::RefCell;
 use torchlet::init::Rng;
-use torchlet::nn::Layer;
+use torchlet::nn::Sequential;
 use torchlet::optim::Sgd;
-use torchlet::{io, Error, Graph, Tensor};
+use torchlet::plan::Planner;
+use torchlet::{io, Error, Graph};
 
 /// Arena size when the caller passes 0: the plan of a batch of this many 28x28 images.
 pub const AUTO_BATCH: usize = 32;
@@ -34,66 +37,72 @@ pub struct Plan {
     pub layers: Vec<PlannedLayer>,
 }
 
-/// Runs the forward of `layers`, recording each output shape when `shapes` is given.
-/// As `nn::Sequential::forward` does, each intermediate tensor is freed once the next
-/// layer has used it and a ReLU overwrites its input when nothing else needs it, so a
-/// step neither copies ReLU inputs nor keeps activations backward does not read.
-fn forward<const N: usize>(
+/// The engine's layers for `spec`, parameters created in `g` from `Rng::new(seed)`.
+fn build<const N: usize>(
+    spec: &NetSpec,
     g: &mut Graph<'_, f32, N>,
-    layers: &[Layer],
-    input: Tensor,
-    mut shapes: Option<&mut Vec<PlannedLayer>>,
-) -> Result<Tensor, Error> {
-    let mut x = input;
-    for l in layers {
-        let owned = x != input;
-        x = match l {
-            Layer::Relu if owned && g.can_overwrite_tensor(x) => g.relu_(x)?,
-            _ => {
-                let y = l.forward(g, x)?;
-                if owned {
-                    g.free(x)?;
-                }
-                y
-            }
-        };
-        if let Some(s) = shapes.as_deref_mut() {
-            s.push(PlannedLayer {
-                name: layer_name(l),
-                shape: g.shape(x)?.dims().to_vec(),
-            });
-        }
+    seed: u64,
+) -> Result<Sequential<MAX_LAYERS>, SpecError> {
+    let mut seq = Sequential::new();
+    for l in spec.build(g, &mut Rng::new(seed))? {
+        seq.push(l)?;
     }
-    Ok(x)
+    Ok(seq)
 }
 
-/// The meta plan of `spec` for a `[batch, C, h, w]` input with SGD of this momentum.
+/// The meta plan of `spec` for a `[batch, C, h, w]` input with SGD of this momentum:
+/// core's [`Planner`] runs the engine's own setup (parameters, SGD state) and step on a
+/// meta graph, so the plan is what [`Engine::train_step`] and [`Engine::predict`]
+/// use. The SGD update itself allocates nothing, so the training step's bytes are
+/// those of forward, loss and backward.
 pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> Result<Plan, SpecError> {
-    let dims = [batch, spec.in_channels(), h, w];
-    // Training: parameters, optimizer state, forward, loss, backward, update.
-    let mut g: Graph<f32, TAPE> = Graph::meta(usize::MAX);
-    let layers = spec.build(&mut g, &mut Rng::new(0))?;
-    let mut sgd = Sgd::new(&mut g, 0.01, momentum, 0.0)?;
-    let persistent_bytes = g.arena().persistent_bytes();
-    let x = g.input(&dims, &[])?;
-    let mut shapes = Vec::new();
-    let logits = forward(&mut g, &layers, x, Some(&mut shapes))?;
-    let loss = g.cross_entropy(logits, &[])?;
-    g.backward(loss)?;
-    sgd.step(&mut g)?;
-    let train_bytes = g.arena().high_water_bytes();
-    // Inference: the same parameters and state, forward only without gradients.
-    g.end_step();
-    g.reset_high_water();
-    g.set_grad_enabled(false);
-    let x = g.input(&dims, &[])?;
-    forward(&mut g, &layers, x, None)?;
-    let infer_bytes = g.arena().high_water_bytes();
+    let channels = spec.in_channels();
+    // A spec refused for its structure keeps its own error (the planner's closures
+    // return the engine's `Error`).
+    let refused = RefCell::new(None);
+    let shapes = RefCell::new(Vec::new());
+    let planner = Planner::<f32, TAPE, _, _>::new(
+        |g: &mut Graph<'static, f32, TAPE>| {
+            let model = build(spec, g, 0).map_err(|e| match e {
+                SpecError::Engine(e) => e,
+                other => {
+                    *refused.borrow_mut() = Some(other);
+                    Error::InvalidParam {
+                        op: "plan",
+                        what: "layer spec refused",
+                        value: 0,
+                    }
+                }
+            })?;
+            Sgd::new(g, 0.01, momentum, 0.0)?;
+            Ok(model)
+        },
+        |g: &mut Graph<'static, f32, TAPE>, model: &Sequential<MAX_LAYERS>, h: usize, w: usize| {
+            let x = g.input(&[batch, channels, h, w], &[])?;
+            if !g.grad_enabled() {
+                // The planner's inference pass: a prediction is the forward alone.
+                return model.forward(g, x);
+            }
+            let logits = model.forward_with(g, x, |g, l, y| {
+                shapes.borrow_mut().push(PlannedLayer {
+                    name: layer_name(l),
+                    shape: g.shape(y)?.dims().to_vec(),
+                });
+                Ok(())
+            })?;
+            g.cross_entropy(logits, &[])
+        },
+    );
+    let p = planner.plan(h, w);
+    if let Some(e) = refused.take() {
+        return Err(e);
+    }
+    let p = p?;
     Ok(Plan {
-        train_bytes,
-        infer_bytes,
-        persistent_bytes,
-        layers: shapes,
+        train_bytes: p.step_bytes,
+        infer_bytes: p.inference_bytes,
+        persistent_bytes: p.persistent_bytes,
+        layers: shapes.into_inner(),
     })
 }
 
@@ -110,7 +119,7 @@ pub struct StepStats {
 pub struct Engine {
     g: OwnedGraph,
     spec: NetSpec,
-    layers: Vec<Layer>,
+    layers: Sequential<MAX_LAYERS>,
     sgd: Sgd,
     labels: Vec<usize>,
     /// Statistics of the last successful training step.
@@ -136,7 +145,7 @@ impl Engine {
         };
         let mut g = OwnedGraph::new(bytes.div_ceil(4));
         let built = g.with(|g| -> Result<_, SpecError> {
-            let layers = spec.build(g, &mut Rng::new(seed))?;
+            let layers = build(&spec, g, seed)?;
             let sgd = Sgd::new(g, lr, momentum, 0.0)?;
             Ok((layers, sgd))
         });
@@ -204,7 +213,7 @@ impl Engine {
             let r = (|| {
                 g.zero_grad();
                 let x = g.input(&dims, x)?;
-                let logits = forward(g, layers, x, None)?;
+                let logits = layers.forward(g, x)?;
                 let loss = g.cross_entropy(logits, targets)?;
                 let correct = count_correct(g.data(logits)?, targets);
                 let loss_v = g.data(loss)?[0];
@@ -233,7 +242,7 @@ impl Engine {
             g.set_grad_enabled(false);
             let r = (|| {
                 let x = g.input(&dims, x)?;
-                let logits = forward(g, layers, x, None)?;
+                let logits = layers.forward(g, x)?;
                 let l = g.data(logits)?;
                 let classes = l.len() / batch.max(1);
                 let mut p = Vec::with_capacity(l.len());

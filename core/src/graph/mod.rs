@@ -104,6 +104,11 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.grad_enabled = on;
     }
 
+    /// Whether gradient recording is on (see [`Graph::set_grad_enabled`]).
+    pub fn grad_enabled(&self) -> bool {
+        self.grad_enabled
+    }
+
     /// Number of records on the tape now (parameters included).
     pub fn tape_len(&self) -> usize {
         self.nodes.len()

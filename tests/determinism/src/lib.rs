@@ -6,9 +6,10 @@
 //!   step, with no rebuild); inputs and labels come from the seeded [`Rng`] with integer
 //!   operations only.
 //! - The result is FNV-1a 64 over the little-endian raw bytes of every parameter, in
-//!   creation order. x86_64 (host test), wasm32 (`tests/determinism-wasm`, run by node)
-//!   and thumbv6m-none-eabi (`tests/determinism-m0`, run by QEMU) must print the same
-//!   hash; `.ci/stages/40-fixed.sh` compares them.
+//!   creation order. x86_64 (host test `fixed_determinism`), wasm32
+//!   (`tests/determinism-wasm`, run by node) and thumbv6m-none-eabi (the firmware
+//!   program `m0_determinism`, run by QEMU) must print the same hash;
+//!   `.ci/stages/40-fixed.sh` compares them.
 #![no_std]
 
 use torchlet::init::Rng;

@@ -1,14 +1,11 @@
-//! Shared part of `m0_frozen_q8` and `m0_frozen_q16`: W1's frozen trunk at 28x28
-//! (conv 1->8, relu, pool; conv 8->16, relu, pool; conv 16->32, relu; global pool)
+//! The shared part of the probes `m0_frozen_q8` and `m0_frozen_q16`: W1's frozen trunk
+//! at 28x28 (conv 1->8, relu, pool; conv 8->16, relu, pool; conv 16->32, relu; global pool)
 //! with the same weights held two ways: int8 with the scale `2^15 / 2^22 = 2^-7`, and
 //! Q16.16 (`q * 2^9`). Every weight is exactly representable in both, so both
 //! programs must print the same checksum; their flash sizes differ by the convolution
 //! code each links and the weights' bytes.
 
-// Each program uses one of the two weight generators.
-#![allow(dead_code)]
-
-use crate::icount::instructions;
+use crate::counter::measure;
 use torchlet::fixed::QScale;
 use torchlet::{Error, Graph, Pool2dParams, Tensor, Q16};
 
@@ -75,7 +72,7 @@ pub fn run<'a, const N: usize>(
     })?;
     let mut cost = [0u64; 3];
     for (l, c) in cost.iter_mut().enumerate() {
-        let (out, n) = instructions(|| conv(g, y, l));
+        let (out, n) = measure(|| conv(g, y, l));
         *c = n;
         let out = out?;
         g.free(y)?;
@@ -98,12 +95,12 @@ pub fn run<'a, const N: usize>(
 
 /// Prints the checksum and instructions per MAC (dense count) of each convolution.
 pub fn report(name: &str, sum: u32, cost: [u64; 3]) {
-    semihosting::println!("{} frozen W1 trunk at 28x28: checksum {:08x}", name, sum);
+    defmt::println!("{=str} frozen W1 trunk at 28x28: checksum {=u32:08x}", name, sum);
     for ((ci, co, side), n) in LAYERS.iter().zip(cost) {
         let macs = (ci * co * 9 * side * side) as u64;
         let per = n * 100 / macs;
-        semihosting::println!(
-            "{}  conv {}->{} {}x{}: {} instructions, {}.{:02} per MAC",
+        defmt::println!(
+            "{=str}  conv {=usize}->{=usize} {=usize}x{=usize}: {=u64} instructions, {=u64}.{=u64:02} per MAC",
             name,
             ci,
             co,

@@ -5,8 +5,8 @@
 //! operand sizes that select each accumulation form (two-multiply, three-multiply and
 //! the saturating i64 fallback), and values near saturation raise the sticky flag.
 
+use torchlet::bench::{ConvGeom, KernelSet};
 use torchlet::fixed::take_saturated;
-use torchlet::kernels::conv::ConvGeom;
 use torchlet::{Scalar, Q16};
 
 /// xorshift, deterministic.
@@ -221,7 +221,7 @@ fn check_geom(r: &mut Rng, g: ConvGeom, bits: [u32; 3]) -> bool {
             {
                 let mut y = vec![Q16(7); yl];
                 take_saturated();
-                Q16::conv2d_forward(&g, &x, &w, Some(&b), &mut y);
+                <Q16 as Scalar>::Kernels::conv2d_forward(&g, &x, &w, Some(&b), &mut y);
                 y
             },
             &ay,
@@ -232,7 +232,7 @@ fn check_geom(r: &mut Rng, g: ConvGeom, bits: [u32; 3]) -> bool {
             {
                 let mut gx = gx0.clone();
                 take_saturated();
-                Q16::conv2d_backward_input(&g, &gy, &w, &mut gx);
+                <Q16 as Scalar>::Kernels::conv2d_backward_input(&g, &gy, &w, &mut gx);
                 gx
             },
             &ax,
@@ -243,7 +243,7 @@ fn check_geom(r: &mut Rng, g: ConvGeom, bits: [u32; 3]) -> bool {
             {
                 let mut gw = gw0.clone();
                 take_saturated();
-                Q16::conv2d_backward_weight(&g, &gy, &x, &mut gw);
+                <Q16 as Scalar>::Kernels::conv2d_backward_weight(&g, &gy, &x, &mut gw);
                 gw
             },
             &aw,

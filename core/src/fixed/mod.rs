@@ -97,7 +97,6 @@ pub mod quantize;
 pub use qconv::{QConv2dWeights, QScale};
 pub use quantize::quantize_per_channel;
 
-use crate::kernels::conv::ConvGeom;
 use crate::kernels::resize::{self, InterpMode};
 use crate::scalar::Scalar;
 use core::fmt;
@@ -366,6 +365,7 @@ impl Scalar for Q16 {
     const MIN: Self = Q16(i32::MIN);
     const DITHER: bool = true;
     type Acc = i64;
+    type Kernels = crate::kernels::set::Q16Kernels;
 
     #[inline(always)]
     fn acc_zero() -> i64 {
@@ -446,18 +446,6 @@ impl Scalar for Q16 {
         // round(frac / den * 2^16), half up (frac < den, so it is at most 2^16).
         let w1 = ((frac << 17) + den) / (2 * den);
         (i0, i1, Q16((1 << 16) - w1 as i32), Q16(w1 as i32))
-    }
-
-    // Exact-sum kernels (one rounding per output), about 4x cheaper on Cortex-M0 than
-    // the generic ones, which round and saturate every product: see [`conv`].
-    fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
-        conv::conv2d_forward(g, x, w, b, y)
-    }
-    fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
-        conv::conv2d_backward_input(g, gy, w, gx)
-    }
-    fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
-        conv::conv2d_backward_weight(g, gy, x, gw)
     }
 }
 

@@ -8,6 +8,8 @@
 //! - No workspace: im2col would need `C*kh*kw*OH*OW` words, more than a whole W1 step
 //!   on a microcontroller.
 
+pub mod bias;
+
 use super::{axpy_scatter, axpy_strided, dot_strided, valid_range};
 use crate::scalar::Scalar;
 

@@ -8,12 +8,21 @@
 pub mod compact;
 pub mod conv;
 pub mod elementwise;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "wasm32",
+    target_arch = "aarch64"
+))]
 pub mod fast_f32;
 pub mod linear;
+#[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf")))]
 pub mod m_f32;
 pub mod pad;
 pub mod pool;
 pub mod resize;
+pub mod set;
+pub use set::KernelSet;
 #[cfg(test)]
 pub(crate) mod test_shapes;
 

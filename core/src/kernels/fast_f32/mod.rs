@@ -20,7 +20,6 @@
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
-pub mod bias;
 pub mod conv;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]

@@ -48,3 +48,5 @@ pub(crate) const OB: usize = 4;
 /// group offsets (forward and backward-input; backward-weight takes the band and
 /// [`GY_WORDS`], less).
 pub const STACK_WORDS: usize = BUF_WORDS + PACK_WORDS + PACK_WORDS / OB;
+// The stack bound the module doc promises (about 11 KiB), checked at compile time.
+const _: () = assert!(STACK_WORDS * 4 <= 12 * 1024);

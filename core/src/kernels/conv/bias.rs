@@ -2,7 +2,7 @@
 //! of gy`, with eight lane-wise partial sums (one serial chain of additions is bound by
 //! the adder's latency: about 3 cycles per element instead of a fraction of one).
 
-use crate::kernels::conv::ConvGeom;
+use super::ConvGeom;
 
 /// `gb += sum(gy)` per output channel, as [`crate::kernels::conv::conv2d_backward_bias`]
 /// up to the order of the additions.

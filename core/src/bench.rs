@@ -47,7 +47,7 @@ pub mod reference {
     target_arch = "aarch64"
 ))]
 pub mod portable {
-    pub use crate::kernels::fast_f32::conv::{
+    pub use crate::kernels::conv::fast_f32::conv::{
         conv2d_backward_input_portable, conv2d_backward_weight_portable, conv2d_forward_portable,
     };
 }
@@ -55,5 +55,5 @@ pub mod portable {
 /// Whether this CPU runs the AVX2 + FMA convolutions (asks `cpuid` once).
 #[cfg(target_arch = "x86_64")]
 pub fn avx2_available() -> bool {
-    crate::kernels::fast_f32::avx2::available()
+    crate::kernels::conv::fast_f32::avx2::available()
 }

@@ -7,6 +7,8 @@
 //!   fixed point, so long sums do not round at every term.
 //! - `to_bits`/`from_bits` let the arena store small integers (max-pool indices, class
 //!   targets) in scalar words without `unsafe`.
+//! - The trait is arithmetic only; which kernels a type runs (the generic reference or
+//!   specialised ones) is its [`Scalar::Kernels`] set, chosen in `kernels/set.rs`.
 
 use crate::kernels::resize::{self, InterpMode};
 use crate::kernels::KernelSet;

@@ -1,5 +1,5 @@
-//! The Q16.16 convolution kernels (`torchlet::fixed::conv`, reached through the `Scalar`
-//! hooks) against an exact reference: every output must equal, bit for bit,
+//! The Q16.16 convolution kernels (`core/src/kernels/conv/q16`, reached through `Scalar::Kernels`)
+//! against an exact reference: every output must equal, bit for bit,
 //! `saturate(base + round_half_away(sum of exact products / 2^16))`, with the sum taken
 //! in i128. Random shapes cover strides, padding, dilation, groups and batch > 1, with
 //! operand sizes that select each accumulation form (two-multiply, three-multiply and
@@ -138,7 +138,7 @@ fn random_geom(r: &mut Rng) -> ConvGeom {
     }
 }
 
-/// A random geometry for the three-wide row kernels (`torchlet::fixed::conv`'s
+/// A random geometry for the three-wide row kernels (`kernels/conv/q16`'s
 /// `rows3`): 3 columns, column stride and dilation 1; rows wider than their 32-pixel
 /// tiles, and more channels than their weight tables hold (16 input channels forward,
 /// 32 output channels backward-input, at 3 kernel rows).
@@ -337,7 +337,7 @@ fn three_wide_row_kernels_are_exact() {
 }
 
 /// A random geometry with planes of 20 to 44 pixels a side: on hosts with a 64-bit
-/// multiply (`torchlet::fixed::conv`'s `native` module) the sums of a plane are taken
+/// multiply (`kernels/conv/q16`'s `native` module) the sums of a plane are taken
 /// in bands of rows, and larger channel groups no longer fit its stack buffers (the
 /// split kernels then run).
 fn large_plane_geom(r: &mut Rng) -> ConvGeom {
@@ -414,7 +414,7 @@ fn w1_convolutions_at_batch_32_are_exact() {
     }
 }
 
-/// A random geometry for the split-gy backward-weight (`torchlet::fixed::conv`'s
+/// A random geometry for the split-gy backward-weight (`kernels/conv/q16`'s
 /// `weight`): column stride 1, planes from one pixel to larger than its 256-pair
 /// buffer (30x30), one to three input channels, windows up to 5 columns.
 fn split_gy_geom(r: &mut Rng) -> ConvGeom {

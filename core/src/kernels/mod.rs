@@ -1,23 +1,19 @@
-//! Pure math on slices: no arena, no tape, no errors.
+//! Pure math on slices: no arena, no tape, no errors. Not public API (benches reach
+//! the kernels through [`crate::bench`]).
 //!
-//! Callers (the ops) validate every size first, so kernels only `debug_assert!`.
-//! Each kernel is the plain reference version, generic over [`Scalar`];
-//! the inner loops are contiguous rows (axpy and dot) so that they vectorise, and a
-//! target-specific version can replace one without touching the tape.
+//! - Callers (the ops) validate every size first, so kernels only `debug_assert!`.
+//! - One folder or file per kernel family, holding the plain reference kernel (generic
+//!   over [`Scalar`], inner loops over contiguous rows so that they vectorise) and its
+//!   specialisations side by side: `conv/` (reference, f32 tiles for hosts and wasm
+//!   with AVX2, f32 tiles for Cortex-M, the exact Q16 kernels, the frozen int8 kernel,
+//!   the f32 bias gradient), `pool/` (average and adaptive; max with packed positions),
+//!   `linear`, `pad`, `resize`, `elementwise`, `compact` (ReLU with a bit mask).
+//! - Which specialisation a scalar type runs is chosen in one place, `set.rs`.
 
 pub mod compact;
 pub mod conv;
 pub mod elementwise;
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "wasm32",
-    target_arch = "aarch64"
-))]
-pub mod fast_f32;
 pub mod linear;
-#[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf")))]
-pub mod m_f32;
 pub mod pad;
 pub mod pool;
 pub mod resize;

@@ -105,13 +105,13 @@ pub struct F32Tiles;
 ))]
 impl KernelSet<f32> for F32Tiles {
     fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
-        super::fast_f32::conv::conv2d_forward(g, x, w, b, y)
+        conv::fast_f32::conv::conv2d_forward(g, x, w, b, y)
     }
     fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
-        super::fast_f32::conv::conv2d_backward_input(g, gy, w, gx)
+        conv::fast_f32::conv::conv2d_backward_input(g, gy, w, gx)
     }
     fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
-        super::fast_f32::conv::conv2d_backward_weight(g, gy, x, gw)
+        conv::fast_f32::conv::conv2d_backward_weight(g, gy, x, gw)
     }
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
         conv::bias::conv2d_backward_bias(g, gy, gb)
@@ -125,13 +125,13 @@ pub struct F32CortexM;
 #[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf")))]
 impl KernelSet<f32> for F32CortexM {
     fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
-        super::m_f32::conv2d_forward(g, x, w, b, y)
+        conv::m_f32::conv2d_forward(g, x, w, b, y)
     }
     fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
-        super::m_f32::conv2d_backward_input(g, gy, w, gx)
+        conv::m_f32::conv2d_backward_input(g, gy, w, gx)
     }
     fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
-        super::m_f32::conv2d_backward_weight(g, gy, x, gw)
+        conv::m_f32::conv2d_backward_weight(g, gy, x, gw)
     }
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
         conv::bias::conv2d_backward_bias(g, gy, gb)
@@ -153,12 +153,12 @@ impl KernelSet<f32> for F32Generic {
 pub struct Q16Kernels;
 impl KernelSet<Q16> for Q16Kernels {
     fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
-        crate::fixed::conv::conv2d_forward(g, x, w, b, y)
+        conv::q16::conv2d_forward(g, x, w, b, y)
     }
     fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
-        crate::fixed::conv::conv2d_backward_input(g, gy, w, gx)
+        conv::q16::conv2d_backward_input(g, gy, w, gx)
     }
     fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
-        crate::fixed::conv::conv2d_backward_weight(g, gy, x, gw)
+        conv::q16::conv2d_backward_weight(g, gy, x, gw)
     }
 }

@@ -28,7 +28,7 @@ use torchlet::bench::{reference as conv, ConvGeom, KernelSet, F32};
 use torchlet::init::Rng;
 use torchlet::nn::digits_fcn;
 use torchlet::optim::Sgd;
-use torchlet::{Graph, Scalar};
+use torchlet::Graph;
 use torchlet_tests::train::{plan_bytes, TAPE};
 
 /// One W1 case: name, batch, height, width, timed training iterations.

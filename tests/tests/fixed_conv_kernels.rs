@@ -317,7 +317,7 @@ fn values_near_saturation_clamp_and_raise_the_flag() {
 fn three_wide_row_kernels_are_exact() {
     // The row kernels for 3-column windows (forward, and backward-input at stride 1)
     // and the split-gy backward-weight, which take operands like these (see the path
-    // tests in core/src/fixed/conv/path.rs): borders, padding wider than the window,
+    // tests in core/src/kernels/conv/q16/path.rs): borders, padding wider than the window,
     // rows past one tile, channel chunks (flushes every 1 to 14 channels), batch,
     // groups; then larger and saturating operands (other forms, same results).
     let mut r = Rng(0x51DE_CA75);
@@ -452,7 +452,7 @@ fn split_gy_geom(r: &mut Rng) -> ConvGeom {
 #[test]
 fn split_gy_weight_layouts_are_exact() {
     // The backward-weight layouts (masked copies, one whole copy, row chunks with tap
-    // groups; see core/src/fixed/conv/weight.rs, whose unit tests check which W1 takes)
+    // groups; see core/src/kernels/conv/q16/weight.rs, whose unit tests check which W1 takes)
     // on small and larger-than-buffer planes, then larger and saturating operands.
     let mut r = Rng(0x00DD_BA11);
     for bits in [

@@ -51,10 +51,10 @@ impl<S: Scalar> KernelSet<S> for Reference {}
 
 // ---- f32: the per-target choice ---------------------------------------------------
 // `small-kernels`: the generic kernels everywhere, the smallest code.
-// x86, x86_64, wasm32, aarch64: register tiles over SIMD lanes (kernels/fast_f32); on
+// x86, x86_64, wasm32, aarch64: register tiles over SIMD lanes (kernels/conv/fast_f32); on
 // x86_64 they hand stride-1 shapes to the AVX2 + FMA kernels when `cpuid` has them.
 // Cortex-M with an FPU (hard-float ABI): scalar FPU tiles sized for its 32 registers and
-// small stacks (kernels/m_f32). Elsewhere (the soft-float Cortex-M0, where the tiles were
+// small stacks (kernels/conv/m_f32). Elsewhere (the soft-float Cortex-M0, where the tiles were
 // slower than the generic kernels in backward): generic convolutions.
 // Every set but `Reference` sums the bias gradient in lane-wise partial sums.
 

@@ -9,7 +9,7 @@
 //! | recording | [`Graph`] | inputs, parameters, op calls, [`Graph::backward`], meta planning |
 //! | ops | [`ops`] | validate, shape rule, allocate, call the kernel, backward rule |
 //! | memory | [`Arena`], [`Shape`] | one caller buffer, two ends, exact high-water mark |
-//! | kernels | [`kernels`] | pure math on slices: no arena, no tape, no errors |
+//! | kernels | `kernels` (private; [`bench`](mod@bench) for benches) | pure math on slices, chosen per scalar type by [`Scalar::Kernels`] |
 //!
 //! - **One arena.** All memory comes from a buffer the caller hands over: parameters,
 //!   gradients and optimizer state at one end, the step's activations, saved values and
@@ -39,9 +39,8 @@
 //! - `micromath`: fast approximate `f32` `exp`/`ln`/`sqrt`/`tanh`/`sigmoid` instead of
 //!   `libm` (see [`fmath`]).
 //! - `small-kernels`: size first; the `f32` convolutions run the plain generic kernels
-//!   of [`kernels::conv`] on every target instead of the register-tiled ones
-//!   ([`kernels::m_f32`] on Cortex-M with an FPU, [`kernels::fast_f32`] elsewhere):
-//!   less code, about four times the instructions per MAC on a Cortex-M4F.
+//!   on every target instead of the register-tiled ones (Cortex-M with an FPU, hosts,
+//!   wasm): less code, several times the instructions per MAC on a Cortex-M4F.
 //!
 //! # Example: one training step of a tiny CNN
 //! ```
@@ -84,15 +83,16 @@
 mod arena;
 mod error;
 mod graph;
+mod kernels;
 mod scalar;
 mod shape;
 
+pub mod bench;
 pub mod data;
 pub mod fixed;
 pub mod fmath;
 pub mod init;
 pub mod io;
-pub mod kernels;
 pub mod nn;
 pub mod ops;
 pub mod optim;

@@ -7,9 +7,11 @@
 //!   fixed point, so long sums do not round at every term.
 //! - `to_bits`/`from_bits` let the arena store small integers (max-pool indices, class
 //!   targets) in scalar words without `unsafe`.
+//! - The trait is arithmetic only; which kernels a type runs (the generic reference or
+//!   specialised ones) is its [`Scalar::Kernels`] set, chosen in `kernels/set.rs`.
 
 use crate::kernels::resize::{self, InterpMode};
-use crate::kernels::{conv, conv::ConvGeom, linear};
+use crate::kernels::KernelSet;
 use core::fmt::Debug;
 use core::ops::{Add, AddAssign, Mul, Neg, Sub};
 
@@ -82,9 +84,9 @@ pub trait Scalar:
         self * rhs
     }
 
-    // ---- kernel hooks ------------------------------------------------------------
-    // The ops call the hot kernels through these, so a type can replace the plain
-    // generic kernels with specialised ones (SIMD for f32) without touching the ops.
+    /// The kernels the ops run for this type (see [`KernelSet`]; the generic reference
+    /// kernels are [`Reference`](crate::bench::Reference)).
+    type Kernels: KernelSet<Self>;
 
     /// A count (a batch size, a pooling window's area) as a value, to divide by.
     /// Fixed point overrides it with integer arithmetic (no soft-float conversion).
@@ -92,55 +94,12 @@ pub trait Scalar:
     fn from_count(n: usize) -> Self {
         Self::from_f32(n as f32)
     }
-    /// Source pixels and blend weights of resize output `o` (see
-    /// [`resize::taps`]): `(i0, i1, w0, w1)`, the output reads `w0 * x[i0] + w1 * x[i1]`.
+    /// Source pixels and blend weights of resize output `o` (the rule of
+    /// `kernels/resize.rs`): `(i0, i1, w0, w1)`, the output reads `w0 * x[i0] + w1 * x[i1]`.
     #[inline]
     fn resize_taps(o: usize, inp: usize, out: usize, mode: InterpMode) -> (usize, usize, Self, Self) {
         let (i0, i1, l) = resize::taps(o, inp, out, mode);
         (i0, i1, Self::from_f32(1.0 - l), Self::from_f32(l))
-    }
-    /// See [`conv::conv2d_forward`].
-    fn conv2d_forward(g: &ConvGeom, x: &[Self], w: &[Self], b: Option<&[Self]>, y: &mut [Self]) {
-        conv::conv2d_forward(g, x, w, b, y)
-    }
-    /// See [`conv::conv2d_backward_input`].
-    fn conv2d_backward_input(g: &ConvGeom, gy: &[Self], w: &[Self], gx: &mut [Self]) {
-        conv::conv2d_backward_input(g, gy, w, gx)
-    }
-    /// See [`conv::conv2d_backward_weight`].
-    fn conv2d_backward_weight(g: &ConvGeom, gy: &[Self], x: &[Self], gw: &mut [Self]) {
-        conv::conv2d_backward_weight(g, gy, x, gw)
-    }
-    /// See [`conv::conv2d_backward_bias`].
-    fn conv2d_backward_bias(g: &ConvGeom, gy: &[Self], gb: &mut [Self]) {
-        conv::conv2d_backward_bias(g, gy, gb)
-    }
-    /// See [`linear::linear_forward`].
-    fn linear_forward(
-        batch: usize,
-        inp: usize,
-        out: usize,
-        x: &[Self],
-        w: &[Self],
-        b: Option<&[Self]>,
-        y: &mut [Self],
-    ) {
-        linear::linear_forward(batch, inp, out, x, w, b, y)
-    }
-    /// See [`linear::linear_backward_input`].
-    fn linear_backward_input(batch: usize, inp: usize, out: usize, gy: &[Self], w: &[Self], gx: &mut [Self]) {
-        linear::linear_backward_input(batch, inp, out, gy, w, gx)
-    }
-    /// See [`linear::linear_backward_weight`].
-    fn linear_backward_weight(
-        batch: usize,
-        inp: usize,
-        out: usize,
-        gy: &[Self],
-        x: &[Self],
-        gw: &mut [Self],
-    ) {
-        linear::linear_backward_weight(batch, inp, out, gy, x, gw)
     }
 }
 
@@ -150,6 +109,7 @@ impl Scalar for f32 {
     const ONE: Self = 1.0;
     const MIN: Self = f32::NEG_INFINITY;
     type Acc = f32;
+    type Kernels = crate::kernels::set::F32;
 
     #[inline(always)]
     fn acc_zero() -> f32 {
@@ -205,66 +165,5 @@ impl Scalar for f32 {
     }
     fn is_finite(self) -> bool {
         f32::is_finite(self)
-    }
-
-    // With the `small-kernels` feature none of the overrides below is compiled: every
-    // target runs the plain generic kernels (`kernels/conv.rs`), the smallest code.
-    // Register-tiled convolutions on hosts and wasm (kernels/fast_f32, SIMD lanes) and
-    // on Cortex-M with an FPU (kernels/m_f32, scalar FPU tiles sized for its 32 registers
-    // and small stacks; hard-float ABI targets only: on the soft-float M0 they measured
-    // slower than the generic kernels in backward, 314 against 244 instructions per MAC).
-    #[cfg(all(
-        not(feature = "small-kernels"),
-        any(
-            target_arch = "x86_64",
-            target_arch = "x86",
-            target_arch = "wasm32",
-            target_arch = "aarch64"
-        )
-    ))]
-    fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
-        crate::kernels::fast_f32::conv::conv2d_forward(g, x, w, b, y)
-    }
-    #[cfg(all(
-        not(feature = "small-kernels"),
-        any(
-            target_arch = "x86_64",
-            target_arch = "x86",
-            target_arch = "wasm32",
-            target_arch = "aarch64"
-        )
-    ))]
-    fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
-        crate::kernels::fast_f32::conv::conv2d_backward_input(g, gy, w, gx)
-    }
-    #[cfg(all(
-        not(feature = "small-kernels"),
-        any(
-            target_arch = "x86_64",
-            target_arch = "x86",
-            target_arch = "wasm32",
-            target_arch = "aarch64"
-        )
-    ))]
-    fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
-        crate::kernels::fast_f32::conv::conv2d_backward_weight(g, gy, x, gw)
-    }
-    #[cfg(all(not(feature = "small-kernels"), target_arch = "arm", target_abi = "eabihf"))]
-    fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
-        crate::kernels::m_f32::conv2d_forward(g, x, w, b, y)
-    }
-    #[cfg(all(not(feature = "small-kernels"), target_arch = "arm", target_abi = "eabihf"))]
-    fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
-        crate::kernels::m_f32::conv2d_backward_input(g, gy, w, gx)
-    }
-    #[cfg(all(not(feature = "small-kernels"), target_arch = "arm", target_abi = "eabihf"))]
-    fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
-        crate::kernels::m_f32::conv2d_backward_weight(g, gy, x, gw)
-    }
-    // Eight partial sums instead of one serial chain of additions: plain Rust that
-    // vectorises on every target.
-    #[cfg(not(feature = "small-kernels"))]
-    fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
-        crate::kernels::fast_f32::bias::conv2d_backward_bias(g, gy, gb)
     }
 }

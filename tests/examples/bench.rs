@@ -30,11 +30,11 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::process::Command;
 use std::time::Instant;
+use torchlet::bench::{reference as conv, ConvGeom, KernelSet, F32};
 use torchlet::init::Rng;
-use torchlet::kernels::conv::{self, ConvGeom};
 use torchlet::nn::digits_fcn;
 use torchlet::optim::Sgd;
-use torchlet::{Graph, Scalar};
+use torchlet::Graph;
 use torchlet_tests::train::{plan_bytes, TAPE};
 
 /// One W1 case: name, batch, height, width, timed training iterations.
@@ -353,7 +353,7 @@ fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
 /// kernels dispatch to AVX2 + FMA at run time, else this build's multiply-add loop.
 fn measured_peak_gflops() -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if torchlet::kernels::fast_f32::avx2::available() {
+    if torchlet::bench::avx2_available() {
         // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
         return unsafe { fma_peak_gflops() };
     }
@@ -424,10 +424,10 @@ fn cpu_info() -> (String, f64, bool) {
 type ConvKernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
 
 fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
-    use torchlet::kernels::fast_f32::conv as fast;
+    use torchlet::bench::portable as fast;
     let fwd_generic: ConvKernel = |g, x, w, y| conv::conv2d_forward(g, x, w, None, y);
     let fwd_portable: ConvKernel = |g, x, w, y| fast::conv2d_forward_portable(g, x, w, None, y);
-    let fwd_f32: ConvKernel = |g, x, w, y| f32::conv2d_forward(g, x, w, None, y);
+    let fwd_f32: ConvKernel = |g, x, w, y| F32::conv2d_forward(g, x, w, None, y);
     // Generic, portable tiled (this build's SIMD), and what `f32` uses (AVX2 + FMA
     // when the CPU has it).
     let kernels: [(&str, ConvKernel, ConvKernel, ConvKernel); 3] = [
@@ -436,13 +436,13 @@ fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
             "backward-input",
             conv::conv2d_backward_input,
             fast::conv2d_backward_input_portable,
-            f32::conv2d_backward_input,
+            F32::conv2d_backward_input,
         ),
         (
             "backward-weight",
             conv::conv2d_backward_weight,
             fast::conv2d_backward_weight_portable,
-            f32::conv2d_backward_weight,
+            F32::conv2d_backward_weight,
         ),
     ];
     out.line(format!(
@@ -548,7 +548,7 @@ fn main() {
         "SSE2 (default)"
     };
     #[cfg(target_arch = "x86_64")]
-    let dispatch = torchlet::kernels::fast_f32::avx2::available();
+    let dispatch = torchlet::bench::avx2_available();
     #[cfg(not(target_arch = "x86_64"))]
     let dispatch = false;
     let kernels = if dispatch {

@@ -1,12 +1,12 @@
-//! The Q16.16 convolution kernels (`torchlet::fixed::conv`, reached through the `Scalar`
-//! hooks) against an exact reference: every output must equal, bit for bit,
+//! The Q16.16 convolution kernels (`core/src/kernels/conv/q16`, reached through `Scalar::Kernels`)
+//! against an exact reference: every output must equal, bit for bit,
 //! `saturate(base + round_half_away(sum of exact products / 2^16))`, with the sum taken
 //! in i128. Random shapes cover strides, padding, dilation, groups and batch > 1, with
 //! operand sizes that select each accumulation form (two-multiply, three-multiply and
 //! the saturating i64 fallback), and values near saturation raise the sticky flag.
 
+use torchlet::bench::{ConvGeom, KernelSet};
 use torchlet::fixed::take_saturated;
-use torchlet::kernels::conv::ConvGeom;
 use torchlet::{Scalar, Q16};
 
 /// xorshift, deterministic.
@@ -138,7 +138,7 @@ fn random_geom(r: &mut Rng) -> ConvGeom {
     }
 }
 
-/// A random geometry for the three-wide row kernels (`torchlet::fixed::conv`'s
+/// A random geometry for the three-wide row kernels (`kernels/conv/q16`'s
 /// `rows3`): 3 columns, column stride and dilation 1; rows wider than their 32-pixel
 /// tiles, and more channels than their weight tables hold (16 input channels forward,
 /// 32 output channels backward-input, at 3 kernel rows).
@@ -221,7 +221,7 @@ fn check_geom(r: &mut Rng, g: ConvGeom, bits: [u32; 3]) -> bool {
             {
                 let mut y = vec![Q16(7); yl];
                 take_saturated();
-                Q16::conv2d_forward(&g, &x, &w, Some(&b), &mut y);
+                <Q16 as Scalar>::Kernels::conv2d_forward(&g, &x, &w, Some(&b), &mut y);
                 y
             },
             &ay,
@@ -232,7 +232,7 @@ fn check_geom(r: &mut Rng, g: ConvGeom, bits: [u32; 3]) -> bool {
             {
                 let mut gx = gx0.clone();
                 take_saturated();
-                Q16::conv2d_backward_input(&g, &gy, &w, &mut gx);
+                <Q16 as Scalar>::Kernels::conv2d_backward_input(&g, &gy, &w, &mut gx);
                 gx
             },
             &ax,
@@ -243,7 +243,7 @@ fn check_geom(r: &mut Rng, g: ConvGeom, bits: [u32; 3]) -> bool {
             {
                 let mut gw = gw0.clone();
                 take_saturated();
-                Q16::conv2d_backward_weight(&g, &gy, &x, &mut gw);
+                <Q16 as Scalar>::Kernels::conv2d_backward_weight(&g, &gy, &x, &mut gw);
                 gw
             },
             &aw,
@@ -317,7 +317,7 @@ fn values_near_saturation_clamp_and_raise_the_flag() {
 fn three_wide_row_kernels_are_exact() {
     // The row kernels for 3-column windows (forward, and backward-input at stride 1)
     // and the split-gy backward-weight, which take operands like these (see the path
-    // tests in core/src/fixed/conv/path.rs): borders, padding wider than the window,
+    // tests in core/src/kernels/conv/q16/path.rs): borders, padding wider than the window,
     // rows past one tile, channel chunks (flushes every 1 to 14 channels), batch,
     // groups; then larger and saturating operands (other forms, same results).
     let mut r = Rng(0x51DE_CA75);
@@ -337,7 +337,7 @@ fn three_wide_row_kernels_are_exact() {
 }
 
 /// A random geometry with planes of 20 to 44 pixels a side: on hosts with a 64-bit
-/// multiply (`torchlet::fixed::conv`'s `native` module) the sums of a plane are taken
+/// multiply (`kernels/conv/q16`'s `native` module) the sums of a plane are taken
 /// in bands of rows, and larger channel groups no longer fit its stack buffers (the
 /// split kernels then run).
 fn large_plane_geom(r: &mut Rng) -> ConvGeom {
@@ -414,7 +414,7 @@ fn w1_convolutions_at_batch_32_are_exact() {
     }
 }
 
-/// A random geometry for the split-gy backward-weight (`torchlet::fixed::conv`'s
+/// A random geometry for the split-gy backward-weight (`kernels/conv/q16`'s
 /// `weight`): column stride 1, planes from one pixel to larger than its 256-pair
 /// buffer (30x30), one to three input channels, windows up to 5 columns.
 fn split_gy_geom(r: &mut Rng) -> ConvGeom {
@@ -452,7 +452,7 @@ fn split_gy_geom(r: &mut Rng) -> ConvGeom {
 #[test]
 fn split_gy_weight_layouts_are_exact() {
     // The backward-weight layouts (masked copies, one whole copy, row chunks with tap
-    // groups; see core/src/fixed/conv/weight.rs, whose unit tests check which W1 takes)
+    // groups; see core/src/kernels/conv/q16/weight.rs, whose unit tests check which W1 takes)
     // on small and larger-than-buffer planes, then larger and saturating operands.
     let mut r = Rng(0x00DD_BA11);
     for bits in [

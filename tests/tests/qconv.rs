@@ -1,4 +1,4 @@
-//! Frozen int8 convolutions (`torchlet::fixed::qconv`, `g.no_grad().conv2d_q8`):
+//! Frozen int8 convolutions (`core/src/kernels/conv/q8`, `g.no_grad().conv2d_q8`):
 //! - every output bit for bit against an i128 reference of the documented formula
 //!   `sat(round_half_away(sum(x_raw * q) * mult / 2^shift) + bias_raw)`, on random
 //!   shapes (stride, padding, dilation, groups, batch > 1), inputs up to the rails,
@@ -12,8 +12,8 @@
 //! The comparison with Q16 convolutions on W1's real pretrained weights is in
 //! `qconv_w1.rs`.
 
-use torchlet::fixed::qconv::{MAX_KERNEL_WIDTH, MAX_TERMS};
 use torchlet::fixed::{quantize_per_channel, take_saturated, QConv2dWeights, QScale};
+use torchlet::fixed::{MAX_KERNEL_WIDTH, MAX_TERMS};
 use torchlet::init::Rng;
 use torchlet::plan::Planner;
 use torchlet::{Conv2dParams, Error, Graph, Pool2dParams, Result, Tensor, Q16};

@@ -48,6 +48,7 @@ impl Scalar for Q8 {
     const ONE: Self = Q8(256);
     const MIN: Self = Q8(i32::MIN);
     type Acc = i64;
+    type Kernels = torchlet::bench::Reference;
     fn acc_zero() -> i64 {
         0
     }

@@ -1,4 +1,6 @@
-//! Fixed-point numbers: [`Q16`], a Q16.16 value in an `i32`, and its [`Scalar`] impl.
+//! Fixed-point numbers: [`Q16`], a Q16.16 value in an `i32`, its [`Scalar`] impl, its
+//! integer math and the saturation flag. (Its kernels live with the other kernels;
+//! [`Scalar::Kernels`] names them.)
 //!
 //! Training in fixed point is integer arithmetic only, so a run is bit-identical on
 //! x86_64, wasm32 and Cortex-M (and cheap on cores without an FPU). The rules below are
@@ -66,20 +68,19 @@
 //! it again (stochastically rounded, so nothing is lost in expectation).
 //!
 //! # Convolutions: exact sums, rounded once
-//! `Q16` overrides the convolution hooks of [`Scalar`] with the kernels of [`conv`]:
-//! each output is the exact Q32.32 sum of its products, rounded and saturated once
-//! (the generic kernels round every product). They pick, per call, the cheapest exact
-//! way to sum from the operands' magnitudes: two 32-bit multiplies per product for
-//! operands like W1's, three or four for large ones. About 20 to 26 instructions per
-//! multiply-accumulate on a Cortex-M0, 9.4x to 12x fewer than soft-float `f32`
-//! (`tests/determinism/README.md`).
+//! `Q16`'s convolution kernels ([`Scalar::Kernels`]) take each output as the exact
+//! Q32.32 sum of its products, rounded and saturated once (the generic kernels round
+//! every product). They pick, per call, the cheapest exact way to sum from the
+//! operands' magnitudes: two 32-bit multiplies per product for operands like W1's,
+//! three or four for large ones, so they are far cheaper than soft-float `f32` on a
+//! Cortex-M0.
 //!
 //! # Frozen int8 convolutions
 //! Frozen layers (weights that never train, for example in flash) can be stored as
 //! `i8` with a scale per output channel ([`QConv2dWeights`], made on the host by
-//! [`quantize_per_channel`]) and run on `Q16` activations by
+//! `quantize_per_channel`, with the `std` feature) and run on `Q16` activations by
 //! [`NoGrad::conv2d_q8`](crate::NoGrad::conv2d_q8): a quarter of the weight bytes,
-//! and one small exact kernel ([`qconv`]) instead of the Q16 conv family. Each output is
+//! and one small exact kernel instead of the Q16 conv family. Each output is
 //! `sat(round_half_away(sum(x_raw * q) * mult / 2^shift) + bias_raw)`, integer math
 //! only, so the same bits on every target.
 //!
@@ -87,17 +88,16 @@
 //! [`mul`] builds the 64-bit product from four 16 x 16 multiplies on ARM (Cortex-M0 has
 //! no 32 x 32 -> 64 multiply), with results equal bit for bit to the native form.
 
-pub mod conv;
-mod dot;
 pub mod math;
 pub mod mul;
-pub mod qconv;
-pub mod quantize;
 
-pub use qconv::{QConv2dWeights, QScale};
-pub use quantize::quantize_per_channel;
+/// Host tooling: quantizes frozen convolution weights for [`QConv2dWeights`].
+#[cfg(feature = "std")]
+pub use crate::kernels::conv::q8::quantize::quantize_per_channel;
+pub use crate::kernels::conv::q8::{
+    QConv2dWeights, QScale, MAX_KERNEL_WIDTH, MAX_SHIFT, MAX_TERMS, MIN_SHIFT,
+};
 
-use crate::kernels::conv::ConvGeom;
 use crate::kernels::resize::{self, InterpMode};
 use crate::scalar::Scalar;
 use core::fmt;
@@ -366,6 +366,7 @@ impl Scalar for Q16 {
     const MIN: Self = Q16(i32::MIN);
     const DITHER: bool = true;
     type Acc = i64;
+    type Kernels = crate::kernels::set::Q16Kernels;
 
     #[inline(always)]
     fn acc_zero() -> i64 {
@@ -446,18 +447,6 @@ impl Scalar for Q16 {
         // round(frac / den * 2^16), half up (frac < den, so it is at most 2^16).
         let w1 = ((frac << 17) + den) / (2 * den);
         (i0, i1, Q16((1 << 16) - w1 as i32), Q16(w1 as i32))
-    }
-
-    // Exact-sum kernels (one rounding per output), about 4x cheaper on Cortex-M0 than
-    // the generic ones, which round and saturate every product: see [`conv`].
-    fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
-        conv::conv2d_forward(g, x, w, b, y)
-    }
-    fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
-        conv::conv2d_backward_input(g, gy, w, gx)
-    }
-    fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
-        conv::conv2d_backward_weight(g, gy, x, gw)
     }
 }
 

@@ -73,7 +73,7 @@ impl<const N: usize> NoGrad<'_, '_, Q16, N> {
     /// ([`QConv2dWeights`], read in place, for example from flash): validation, output
     /// shape and arena bytes as [`Graph::conv2d`] (a meta graph plans it exactly), each
     /// output `sat(round(sum(x_raw * q) * mult / 2^shift) + bias_raw)`, exact for any
-    /// input (see [`crate::fixed::qconv`]). `Q16` graphs only; there is no gradient
+    /// input (see [`QConv2dWeights`]). `Q16` graphs only; there is no gradient
     /// version (frozen layers).
     pub fn conv2d_q8(&mut self, x: Tensor, w: &QConv2dWeights<'_>, p: Conv2dParams) -> Result<Tensor> {
         self.g.conv2d_q8_no_grad(x, w, p)

@@ -1,19 +1,24 @@
-//! Pure math on slices: no arena, no tape, no errors.
+//! Pure math on slices: no arena, no tape, no errors. Not public API (benches reach
+//! the kernels through [`crate::bench`]).
 //!
-//! Callers (the ops) validate every size first, so kernels only `debug_assert!`.
-//! Each kernel is the plain reference version, generic over [`Scalar`];
-//! the inner loops are contiguous rows (axpy and dot) so that they vectorise, and a
-//! target-specific version can replace one without touching the tape.
+//! - Callers (the ops) validate every size first, so kernels only `debug_assert!`.
+//! - One folder or file per kernel family, holding the plain reference kernel (generic
+//!   over [`Scalar`], inner loops over contiguous rows so that they vectorise) and its
+//!   specialisations side by side: `conv/` (reference, f32 tiles for hosts and wasm
+//!   with AVX2, f32 tiles for Cortex-M, the exact Q16 kernels, the frozen int8 kernel,
+//!   the f32 bias gradient), `pool/` (average and adaptive; max with packed positions),
+//!   `linear`, `pad`, `resize`, `elementwise`, `compact` (ReLU with a bit mask).
+//! - Which specialisation a scalar type runs is chosen in one place, `set.rs`.
 
 pub mod compact;
 pub mod conv;
 pub mod elementwise;
-pub mod fast_f32;
 pub mod linear;
-pub mod m_f32;
 pub mod pad;
 pub mod pool;
 pub mod resize;
+pub mod set;
+pub use set::KernelSet;
 #[cfg(test)]
 pub(crate) mod test_shapes;
 

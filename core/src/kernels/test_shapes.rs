@@ -1,5 +1,5 @@
-//! Shared by the specialised kernels' tests (`fast_f32`, `m_f32`, the Q16 kernels of
-//! `fixed/conv`): random data and valid convolution geometries to check them against
+//! Shared by the specialised kernels' tests (`conv/fast_f32`, `conv/m_f32`,
+//! `conv/q16`): random data and valid convolution geometries to check them against
 //! the generic kernels.
 
 use crate::init::Rng;

@@ -5,6 +5,7 @@ use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
 use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::conv::ConvGeom;
+use crate::kernels::KernelSet;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
@@ -155,7 +156,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (y, bspan) = (self.nodes[out.id as usize].data, bn.map(|b| b.data));
         let reads = [xn.data, wn.data, bspan.unwrap_or_default()];
         self.exec(reads, y, |[x, w, b], y| {
-            S::conv2d_forward(&g, x, w, bspan.map(|_| b), y)
+            S::Kernels::conv2d_forward(&g, x, w, bspan.map(|_| b), y)
         })?;
         Ok(out)
     }
@@ -181,16 +182,16 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = geometry(xn.shape, wn.shape, None, &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, wn.data], gx, |[gy, w], gx| {
-                S::conv2d_backward_input(&g, gy, w, gx)
+                S::Kernels::conv2d_backward_input(&g, gy, w, gx)
             })?;
         }
         if let Some(gw) = self.grad_of(w) {
             self.exec([gy, xn.data], gw, |[gy, x], gw| {
-                S::conv2d_backward_weight(&g, gy, x, gw)
+                S::Kernels::conv2d_backward_weight(&g, gy, x, gw)
             })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([gy], gb, |[gy], gb| S::conv2d_backward_bias(&g, gy, gb))?;
+            self.exec([gy], gb, |[gy], gb| S::Kernels::conv2d_backward_bias(&g, gy, gb))?;
         }
         Ok(())
     }

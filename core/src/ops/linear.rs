@@ -4,6 +4,7 @@ use super::expect_rank;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, Op, Tensor, RULE_MISMATCH};
 use crate::kernels::linear as k;
+use crate::kernels::KernelSet;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
@@ -60,7 +61,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.exec(
             [xn.data, wn.data, bspan.unwrap_or_default()],
             y,
-            |[x, w, b], y| S::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y),
+            |[x, w, b], y| S::Kernels::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y),
         )?;
         Ok(out)
     }
@@ -79,12 +80,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, wn.data], gx, |[gy, w], gx| {
-                S::linear_backward_input(batch, inp, out, gy, w, gx)
+                S::Kernels::linear_backward_input(batch, inp, out, gy, w, gx)
             })?;
         }
         if let Some(gw) = self.grad_of(w) {
             self.exec([gy, xn.data], gw, |[gy, x], gw| {
-                S::linear_backward_weight(batch, inp, out, gy, x, gw)
+                S::Kernels::linear_backward_weight(batch, inp, out, gy, x, gw)
             })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {

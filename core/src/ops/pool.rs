@@ -3,7 +3,7 @@
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
 use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
-use crate::kernels::compact as c;
+use crate::kernels::pool::max as c;
 use crate::kernels::pool::{self as k, PoolGeom};
 use crate::scalar::Scalar;
 use crate::shape::Shape;

@@ -4,13 +4,13 @@
 //!
 //! Validation, output shape and allocation are those of [`Graph::conv2d`] (so a meta
 //! graph plans the same bytes as a real run, and as a Q16 conv2d would take); the
-//! kernel is [`crate::fixed::qconv::conv2d_q8`].
+//! kernel is `conv2d_q8` (`kernels/conv/q8`).
 
 use super::conv::{geometry_of, Conv2dParams};
 use crate::error::Result;
-use crate::fixed::qconv::{conv2d_q8, QConv2dWeights};
 use crate::fixed::Q16;
 use crate::graph::{Graph, Op, Tensor};
+use crate::kernels::conv::q8::{conv2d_q8, QConv2dWeights};
 use crate::shape::Shape;
 
 const OP: &str = "conv2d_q8";

@@ -12,7 +12,7 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use torchlet::kernels::conv::ConvGeom;
+use torchlet::bench::{ConvGeom, KernelSet};
 use torchlet::Scalar;
 use torchlet_firmware::{code, counter, exit};
 
@@ -86,15 +86,15 @@ fn main() -> ! {
         let (xs, ys, ws) = (&mut x[..ni], &mut y[..no], &mut w[..nw]);
 
         let t = counter::instructions();
-        <f32 as Scalar>::conv2d_forward(&g, xs, ws, Some(&b[..c_out]), ys);
+        <f32 as Scalar>::Kernels::conv2d_forward(&g, xs, ws, Some(&b[..c_out]), ys);
         let fwd = counter::instructions() - t;
 
         let t = counter::instructions();
-        <f32 as Scalar>::conv2d_backward_input(&g, ys, ws, xs);
+        <f32 as Scalar>::Kernels::conv2d_backward_input(&g, ys, ws, xs);
         let bwi = counter::instructions() - t;
 
         let t = counter::instructions();
-        <f32 as Scalar>::conv2d_backward_weight(&g, ys, xs, ws);
+        <f32 as Scalar>::Kernels::conv2d_backward_weight(&g, ys, xs, ws);
         let bww = counter::instructions() - t;
 
         for (pass, instr) in [

@@ -17,7 +17,7 @@
 //! gradients were all below 1.4 in magnitude in a measured Q16 run), then once more
 //! in [-64, 64) to show the Q16 kernels' slower exact forms for large operands.
 //!
-//! The f32 baseline calls the generic conv kernels (`torchlet::kernels::conv`, what
+//! The f32 baseline calls the generic conv kernels (`torchlet::bench::reference`, what
 //! thumbv6m's f32 runs) directly, each from a never-inlined function of this program,
 //! not through the `Scalar` kernel hooks: how the engine routes f32 to its kernels can
 //! change without changing what is measured here (a routing change once made LLVM
@@ -32,7 +32,7 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use torchlet::kernels::conv::{self, ConvGeom};
+use torchlet::bench::{reference as conv, ConvGeom, KernelSet};
 use torchlet::{Scalar, Q16};
 use torchlet_firmware::counter::measure;
 use torchlet_firmware::{code, counter, exit};
@@ -117,17 +117,17 @@ const Q16_HOOKS: Kernels<Q16> = Kernels {
 
 #[inline(never)]
 fn q16_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], y: &mut [Q16]) {
-    Q16::conv2d_forward(g, x, w, None, y)
+    <Q16 as Scalar>::Kernels::conv2d_forward(g, x, w, None, y)
 }
 
 #[inline(never)]
 fn q16_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
-    Q16::conv2d_backward_input(g, gy, w, gx)
+    <Q16 as Scalar>::Kernels::conv2d_backward_input(g, gy, w, gx)
 }
 
 #[inline(never)]
 fn q16_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
-    Q16::conv2d_backward_weight(g, gy, x, gw)
+    <Q16 as Scalar>::Kernels::conv2d_backward_weight(g, gy, x, gw)
 }
 
 /// The generic kernels in Q16, which round every product: the cost before the
@@ -167,7 +167,7 @@ fn fill<S: Scalar>(scale: f32, bufs: [&mut [S]; 3]) {
 /// Hundredths of instructions per MAC of forward, backward-input and backward-weight
 /// of `k` on geometry `g` of `macs` multiply-accumulates, each pass on fresh operands
 /// in `[-scale, scale)` (the Q16 kernels pick their accumulation form from the
-/// operands' magnitudes: see `torchlet::fixed::conv`).
+/// operands' magnitudes: see the Q16 kernels' module docs).
 fn per_mac<S: Scalar>(
     k: &Kernels<S>,
     g: ConvGeom,

@@ -89,7 +89,7 @@ fn check(rng: &mut Rng, g: &ConvGeom) -> Vec<usize> {
     let mut gb0 = random(rng, g.c_out);
     let mut gb1 = gb0.clone();
     generic::conv2d_backward_bias(g, &gy, &mut gb0);
-    super::bias::conv2d_backward_bias(g, &gy, &mut gb1);
+    crate::kernels::conv::bias::conv2d_backward_bias(g, &gy, &mut gb1);
     assert_close("bias", g, &gb1, &gb0);
 
     let mut handled = Vec::new();

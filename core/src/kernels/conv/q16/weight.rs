@@ -5,8 +5,8 @@
 //!   (`backward_weight_with`) splits each `gy` value `kh * kw * c_in / groups` times.
 //!   Here `gy` is split into a stack buffer of `(gy >> 8, gy & 0xFF)` pairs and a
 //!   product costs two loads, two multiplies and two adds: `x * gy = x * gh * 2^8 +
-//!   x * gl`, the same two `i32` sums as [`Split8`](super::super::dot::Split8) with `gy`
-//!   split, under the same flush bound ([`Plan`](super::super::dot::Plan)).
+//!   x * gl`, the same two `i32` sums as [`Split8`](super::dot::Split8) with `gy`
+//!   split, under the same flush bound ([`Plan`](super::dot::Plan)).
 //! - The rows of one chunk are summed in one call ([`rows_w8`]), so the call and loop
 //!   setup are paid per plane, not per (short) row.
 //! - Three buffer layouts ([`Layout`]), from the most to the least compact plane:
@@ -20,8 +20,8 @@
 //!     once for a group of up to [`TAPS`] taps whose `i64` totals sit on the stack
 //!     (with one input channel, W1's first layer, every tap of the channel).
 
-use super::super::Q16;
 use super::finish;
+use crate::fixed::Q16;
 use crate::kernels::conv::ConvGeom;
 
 /// Split `gy` values the stack buffer holds (256 pairs, 2 KiB): a batch-1 `gy` plane up

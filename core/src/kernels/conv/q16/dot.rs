@@ -1,7 +1,7 @@
-//! Exact running sums of Q16.16 products for the convolution kernels ([`super::conv`]),
+//! Exact running sums of Q16.16 products for the convolution kernels ([`super`]),
 //! in the cheapest form the operands' magnitudes allow ([`Plan`]).
 
-use super::Q16;
+use crate::fixed::Q16;
 use crate::scalar::Scalar;
 
 /// A running exact sum of Q16.16 products `x * w`, in units of `2^-32`.

@@ -3,8 +3,8 @@
 //! the kernels split channels or fall back.
 
 use crate::init::Rng;
+use crate::kernels::conv::m_f32 as mk;
 use crate::kernels::conv::{self as generic, ConvGeom};
-use crate::kernels::m_f32 as mk;
 use crate::kernels::test_shapes::{geom, random};
 
 fn assert_close(what: &str, g: &ConvGeom, got: &[f32], want: &[f32], terms: usize) {
@@ -187,7 +187,7 @@ fn channel_splitting_bands_and_fallbacks_match_generic() {
 
 #[test]
 fn one_channel_row_pairs_match_generic() {
-    use crate::kernels::m_f32::conv::row_pairs;
+    use crate::kernels::conv::m_f32::conv::row_pairs;
     let mut rng = Rng::new(11);
     // (n, c_in, c_out, [h, w], groups): one output channel per group in forward
     // (c_out / groups == 1) or in backward-input (c_in / groups == 1), rows of whole

@@ -22,8 +22,8 @@
 //!   an exact `i64` sum, returns `false` and the caller runs the split kernels (which
 //!   fall back to a saturating sum near the rails).
 
-use super::super::Q16;
 use super::finish;
+use crate::fixed::Q16;
 use crate::kernels::conv::ConvGeom;
 
 /// Zero-padded planes of one group, as `i32` (32 KiB of stack: W1 at 28x28 fits).

@@ -2,9 +2,8 @@
 //! (Q32.32), rounded (half away from zero) and saturated **once**.
 //!
 //! The generic kernels (`kernels::conv`) round and saturate every product through the
-//! `Scalar` operators; on a Cortex-M0 (no FPU, no 32 x 32 -> 64 multiply) that costs about
-//! 65 instructions per multiply-accumulate. These kernels are exact and cheaper
-//! (the sum forms are in the private module `fixed/dot.rs`):
+//! `Scalar` operators, which is costly on a Cortex-M0 (no FPU, no 32 x 32 -> 64
+//! multiply). These kernels are exact and cheaper (the sum forms are in `dot.rs`):
 //!
 //! - **Two 32-bit multiplies per product** when the operands allow it: with
 //!   `x = xh * 2^8 + xl` (`xl` in `[0, 2^8)`), `x * w = xh * w * 2^8 + xl * w`, two `i32`
@@ -35,10 +34,11 @@
 //! - Rounding and saturation happen once per output: the sticky saturation flag is
 //!   raised there (or when the `i64` total saturates in the wide form).
 
-use super::dot::{Dot, Fast16, Plan, Split8, SplitW8, WideDot};
-use super::{round_shift, sat_i32, Q16};
+use crate::fixed::{round_shift, sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
+use dot::{Dot, Fast16, Plan, Split8, SplitW8, WideDot};
 
+mod dot;
 mod input;
 #[cfg(not(target_arch = "arm"))]
 mod native;

@@ -1,9 +1,9 @@
 //! Which loop a convolution call takes, chosen from the geometry and the operands'
 //! largest magnitudes ([`Plan`]); a function of its own so that tests can check it.
 
-use super::super::dot::Plan;
-use super::super::Q16;
+use super::dot::Plan;
 use super::{weight, TABLE};
+use crate::fixed::Q16;
 use crate::kernels::conv::ConvGeom;
 
 /// The loop of one call.

@@ -14,7 +14,7 @@
 //!   `y = sat_i32(round_half_away(S * mult_co / 2^shift_co) + bias_raw_co)`, with
 //!   `S = sum(x_raw * q)` the exact sum over the window's valid taps (padding adds 0)
 //!   and `bias_raw` 0 without a bias. A clamp raises the saturation flag
-//!   ([`take_saturated`](super::take_saturated)).
+//!   ([`take_saturated`](crate::fixed::take_saturated)).
 //! - Exact for any input: `x_raw = xh * 2^16 + xl` (`xh` signed, `xl` in `0..2^16`);
 //!   `xh * q` and `xl * q` each fit 23 bits, so two `i32` sums take at least 256
 //!   products without overflow. They are flushed into two `i64` sums every
@@ -29,16 +29,13 @@
 //!   branch per tap, no division when the dilation is 1), then every channel's kernel
 //!   rows are summed as two slices zipped together. No scratch memory at all (the
 //!   Cortex-M0 program has none to spare) and no per-shape variants.
-//!
-//! Measured (thumbv6m, opt-level "s", fat LTO, QEMU `-icount`, 2026-11-23,
-//! `tests/determinism/README.md`): the kernel is 1,470 bytes of code (loop nest 1,304,
-//! `requantize` 142, the saturation path 24; plus the library's 64-bit multiply and
-//! shift), and a program running W1's frozen trunk through it has 13,952 bytes less
-//! `.text` than with the Q16 convolutions; 56.9 / 35.5 / 31.9 instructions per MAC on
-//! W1's conv1 / conv2 / conv3 at 28x28, against 26.1 / 21.0 / 28.2 for the Q16 kernels.
 
-use super::{sat_i32, Q16};
+// Host tooling (f64 math the device never runs), behind `std`.
+#[cfg(feature = "std")]
+pub mod quantize;
+
 use crate::error::{Error, Result};
+use crate::fixed::{sat_i32, Q16};
 use crate::kernels::conv::ConvGeom;
 
 const OP: &str = "QConv2dWeights";
@@ -59,7 +56,7 @@ pub const MAX_SHIFT: u8 = 62;
 /// scales from `2^-62` to just under 1 (weights up to about 127 in magnitude).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct QScale {
-    /// Multiplier; [`quantize_per_channel`](super::quantize::quantize_per_channel)
+    /// Multiplier; `quantize_per_channel`
     /// normalises it to `[2^15, 2^16)` (16 significant bits), 0 for an all-zero channel.
     pub mult: u16,
     /// Right shift.
@@ -353,13 +350,13 @@ mod tests {
                         // anywhere in +-2^43, not only in 0..2^16.
                         for k in [0i128, 1 << 26, -(1 << 26), 1 << 27] {
                             let (sh, sl) = (((s >> 16) - k) as i64, ((s & 0xFFFF) + (k << 16)) as i64);
-                            super::super::take_saturated();
+                            crate::fixed::take_saturated();
                             let got = requantize(sh, sl, sc, bias);
                             assert_eq!(
                                 got as i128, clamped,
                                 "s {s} k {k} mult {mult} shift {shift} bias {bias}"
                             );
-                            assert_eq!(super::super::take_saturated(), clamped != want);
+                            assert_eq!(crate::fixed::take_saturated(), clamped != want);
                         }
                     }
                 }

@@ -2,9 +2,9 @@
 //! weight-stationary rows for the two-multiply form, tap tables, and per-pixel gathers
 //! (stride 1 and any stride).
 
-use super::super::dot::{Dot, SplitW8};
-use super::super::Q16;
+use super::dot::{Dot, SplitW8};
 use super::{bands, dot_row_rev, dot_table, finish, rows3, TABLE};
+use crate::fixed::Q16;
 use crate::kernels::conv::ConvGeom;
 use rows3::InputTable;
 

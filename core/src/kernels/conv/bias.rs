@@ -1,8 +1,8 @@
 //! Bias gradient of a convolution for `f32`: `gb[oc] += sum over samples and positions
 //! of gy`, with eight lane-wise partial sums (one serial chain of additions is bound by
-//! the adder's latency: about 3 cycles per element instead of a fraction of one).
+//! the adder's latency; eight independent chains vectorise and pipeline).
 
-use crate::kernels::conv::ConvGeom;
+use super::ConvGeom;
 
 /// `gb += sum(gy)` per output channel, as [`crate::kernels::conv::conv2d_backward_bias`]
 /// up to the order of the additions.

@@ -1,5 +1,5 @@
 //! Row kernels for three-tap-wide windows (W1's 3x3, column stride and dilation 1), in
-//! the two-multiply form with split weights ([`SplitW8`](super::super::dot::SplitW8)).
+//! the two-multiply form with split weights ([`SplitW8`](super::dot::SplitW8)).
 //!
 //! - One call updates a whole row segment of sums with up to three kernel rows' taps
 //!   (nine products per pixel), so the per-call and per-tap bookkeeping of the general
@@ -10,12 +10,12 @@
 //! - The sums are the same exact integers as the per-tap loop's (only the order of
 //!   wrapping `i32` additions changes, and the caller's flush bound rules out overflow).
 
-use super::super::Q16;
+use crate::fixed::Q16;
 
 /// A weight split for the two-multiply form: `(w >> 8, w & 0xFF)`.
 pub(super) type Split = (i32, i32);
 
-/// `w` split as [`SplitW8`](super::super::dot::SplitW8) does.
+/// `w` split as [`SplitW8`](super::dot::SplitW8) does.
 #[inline(always)]
 pub(super) fn split(w: Q16) -> Split {
     (w.0 >> 8, w.0 & 0xFF)

@@ -8,6 +8,19 @@
 //! - No workspace: im2col would need `C*kh*kw*OH*OW` words, more than a whole W1 step
 //!   on a microcontroller.
 
+pub mod bias;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "wasm32",
+    target_arch = "aarch64"
+))]
+pub mod fast_f32;
+#[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf")))]
+pub mod m_f32;
+pub mod q16;
+pub mod q8;
+
 use super::{axpy_scatter, axpy_strided, dot_strided, valid_range};
 use crate::scalar::Scalar;
 

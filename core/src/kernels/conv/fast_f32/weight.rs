@@ -11,7 +11,7 @@
 //!   (SSE2, simd128, and scalar targets).
 //! - The inner loop is written on plain slices (not nested arrays built with
 //!   `from_fn`), which LLVM's vectoriser maps to whole-register operations; the
-//!   nested-array form measured 3x slower with SSE2 because of lane shuffles.
+//!   nested-array form is much slower with SSE2 because of lane shuffles.
 
 use super::conv::{chunk, offsets, MAX_TAPS, OB, PLANE_WORDS};
 use super::planes::Planes;
@@ -21,7 +21,7 @@ use crate::kernels::conv::{self as generic, ConvGeom};
 pub const GY_WORDS: usize = 4096;
 /// Taps per register tile.
 const TB: usize = 3;
-/// Output channels per register tile (4 measured faster than 2 even with SSE2's 16
+/// Output channels per register tile (4 is faster than 2 even with SSE2's 16
 /// registers).
 const WB: usize = OB;
 /// Lanes of one partial sum.

@@ -1,6 +1,6 @@
 //! Register-tiled `f32` convolutions for Cortex-M (M4F, M7: 32 single-precision FPU
-//! registers), used through the `f32` kernel hooks of [`Scalar`](crate::Scalar) when
-//! `target_arch = "arm"` with the hard-float ABI (see `scalar.rs`), and tested on every host.
+//! registers), `f32`'s kernel set when `target_arch = "arm"` with the hard-float ABI
+//! (see `kernels/set.rs`), and tested on every host.
 //!
 //! - [`conv`]: forward and backward-input (stride 1) on one correlation driver;
 //!   [`weight`]: backward-weight. Planes are copied in bands of rows, zero-padded and
@@ -32,9 +32,9 @@ mod tests;
 pub use conv::{conv2d_backward_input, conv2d_forward};
 pub use weight::conv2d_backward_weight;
 
-/// Words of the stack buffer holding a band of padded input planes (8 KiB). Measured
-/// on W1's convolutions (`firmware` `kernel_bench`): 2.46 instructions per MAC with
-/// 2048 words, 2.59 with 1024 (more bands and passes over the channels).
+/// Words of the stack buffer holding a band of padded input planes (8 KiB): fewer
+/// instructions per MAC on W1's convolutions (`firmware` `kernel_bench`) than half of
+/// it, which takes more bands and passes over the channels.
 pub const BUF_WORDS: usize = 2048;
 /// Words of the stack buffer holding packed weights of one block of output channels
 /// (2.25 KiB: 4 channels x 16 input channels x 3x3 taps).
@@ -48,3 +48,5 @@ pub(crate) const OB: usize = 4;
 /// group offsets (forward and backward-input; backward-weight takes the band and
 /// [`GY_WORDS`], less).
 pub const STACK_WORDS: usize = BUF_WORDS + PACK_WORDS + PACK_WORDS / OB;
+// The stack bound the module doc promises (about 11 KiB), checked at compile time.
+const _: () = assert!(STACK_WORDS * 4 <= 12 * 1024);

@@ -1,9 +1,9 @@
-//! Specialised `f32` kernels, used through the `f32` kernel hooks of
-//! [`Scalar`](crate::Scalar) on hosts and in wasm (see `scalar.rs` for where).
+//! Register-tiled `f32` convolutions, `f32`'s kernel set on hosts and in wasm (see
+//! `kernels/set.rs`).
 //!
 //! - [`conv`]: register-tiled direct convolution over zero-padded stack copies of a
-//!   few planes (`planes.rs`), forward and backward-input; [`weight`]: backward-weight;
-//!   [`bias`]: the bias gradient with lane-wise partial sums. Plain safe Rust over
+//!   few planes (`planes.rs`), forward and backward-input; [`weight`]: backward-weight
+//!   (the bias gradient with lane-wise partial sums is `conv/bias.rs`). Plain safe Rust over
 //!   fixed-size `[f32; 8]` arrays, which LLVM turns into SSE2 (the x86_64 baseline),
 //!   AVX/AVX2 with `-C target-cpu=native`, or wasm `simd128` when that target feature
 //!   is on ("portable" kernels).
@@ -20,7 +20,6 @@
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
-pub mod bias;
 pub mod conv;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]

@@ -10,7 +10,7 @@
 //! - An all-zero channel gets `mult = 0` (every `q` 0); a channel whose scale is too
 //!   small for the grid (`max|w| < 127 * 2^-63`) rounds to the same.
 
-use super::qconv::{QScale, MAX_SHIFT, MIN_SHIFT};
+use super::{QScale, MAX_SHIFT, MIN_SHIFT};
 use crate::error::{Error, Result};
 
 const OP: &str = "quantize_per_channel";

@@ -1,0 +1,164 @@
+//! Which kernels each scalar type runs: the one place where kernels are chosen.
+//!
+//! - [`KernelSet`] lists the hot kernels the ops call through a scalar's
+//!   [`Scalar::Kernels`]; its default methods are the generic reference kernels, so a
+//!   set overrides only what it specialises.
+//! - [`Reference`] is the generic kernels for any scalar.
+//! - [`F32`] is `f32`'s set on the target being built, chosen below with one `cfg` per
+//!   choice; [`Q16Kernels`] is `Q16`'s (exact-sum convolutions).
+
+use super::conv::{self, ConvGeom};
+use super::linear;
+use crate::fixed::Q16;
+use crate::scalar::Scalar;
+
+/// The kernels the ops call for one scalar type `S`. Every method defaults to the
+/// generic reference kernel of the same name.
+pub trait KernelSet<S: Scalar> {
+    /// Convolution, NCHW: `y = conv(x, w) + b` (see [`conv::conv2d_forward`]).
+    fn conv2d_forward(g: &ConvGeom, x: &[S], w: &[S], b: Option<&[S]>, y: &mut [S]) {
+        conv::conv2d_forward(g, x, w, b, y)
+    }
+    /// `gx += ` the input gradient of a convolution.
+    fn conv2d_backward_input(g: &ConvGeom, gy: &[S], w: &[S], gx: &mut [S]) {
+        conv::conv2d_backward_input(g, gy, w, gx)
+    }
+    /// `gw += ` the weight gradient of a convolution.
+    fn conv2d_backward_weight(g: &ConvGeom, gy: &[S], x: &[S], gw: &mut [S]) {
+        conv::conv2d_backward_weight(g, gy, x, gw)
+    }
+    /// `gb += ` the bias gradient of a convolution (sum of `gy` per output channel).
+    fn conv2d_backward_bias(g: &ConvGeom, gy: &[S], gb: &mut [S]) {
+        conv::conv2d_backward_bias(g, gy, gb)
+    }
+    /// Fully connected: `y[b, o] = dot(x[b], w[o]) + bias[o]`.
+    fn linear_forward(batch: usize, inp: usize, out: usize, x: &[S], w: &[S], b: Option<&[S]>, y: &mut [S]) {
+        linear::linear_forward(batch, inp, out, x, w, b, y)
+    }
+    /// `gx[b] += sum_o gy[b, o] * w[o]`.
+    fn linear_backward_input(batch: usize, inp: usize, out: usize, gy: &[S], w: &[S], gx: &mut [S]) {
+        linear::linear_backward_input(batch, inp, out, gy, w, gx)
+    }
+    /// `gw[o] += sum_b gy[b, o] * x[b]`.
+    fn linear_backward_weight(batch: usize, inp: usize, out: usize, gy: &[S], x: &[S], gw: &mut [S]) {
+        linear::linear_backward_weight(batch, inp, out, gy, x, gw)
+    }
+}
+
+/// The generic reference kernels, for any scalar.
+pub struct Reference;
+impl<S: Scalar> KernelSet<S> for Reference {}
+
+// ---- f32: the per-target choice ---------------------------------------------------
+// `small-kernels`: the generic kernels everywhere, the smallest code.
+// x86, x86_64, wasm32, aarch64: register tiles over SIMD lanes (kernels/conv/fast_f32); on
+// x86_64 they hand stride-1 shapes to the AVX2 + FMA kernels when `cpuid` has them.
+// Cortex-M with an FPU (hard-float ABI): scalar FPU tiles sized for its 32 registers and
+// small stacks (kernels/conv/m_f32). Elsewhere (the soft-float Cortex-M0, where the tiles were
+// slower than the generic kernels in backward): generic convolutions.
+// Every set but `Reference` sums the bias gradient in lane-wise partial sums.
+
+/// `f32`'s kernels on this target.
+#[cfg(feature = "small-kernels")]
+pub type F32 = Reference;
+/// `f32`'s kernels on this target.
+#[cfg(all(
+    not(feature = "small-kernels"),
+    any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "wasm32",
+        target_arch = "aarch64"
+    )
+))]
+pub type F32 = F32Tiles;
+/// `f32`'s kernels on this target.
+#[cfg(all(not(feature = "small-kernels"), target_arch = "arm", target_abi = "eabihf"))]
+pub type F32 = F32CortexM;
+/// `f32`'s kernels on this target.
+#[cfg(all(
+    not(feature = "small-kernels"),
+    not(any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "wasm32",
+        target_arch = "aarch64",
+        all(target_arch = "arm", target_abi = "eabihf")
+    ))
+))]
+pub type F32 = F32Generic;
+
+/// Register-tiled `f32` convolutions for hosts and wasm (AVX2 chosen at run time on
+/// x86_64), lane-wise bias gradient.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "wasm32",
+    target_arch = "aarch64"
+))]
+pub struct F32Tiles;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "wasm32",
+    target_arch = "aarch64"
+))]
+impl KernelSet<f32> for F32Tiles {
+    fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+        conv::fast_f32::conv::conv2d_forward(g, x, w, b, y)
+    }
+    fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+        conv::fast_f32::conv::conv2d_backward_input(g, gy, w, gx)
+    }
+    fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
+        conv::fast_f32::conv::conv2d_backward_weight(g, gy, x, gw)
+    }
+    fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
+        conv::bias::conv2d_backward_bias(g, gy, gb)
+    }
+}
+
+/// Register-tiled `f32` convolutions for Cortex-M with an FPU, lane-wise bias gradient
+/// (built for that target and for the host's tests).
+#[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf")))]
+pub struct F32CortexM;
+#[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf")))]
+impl KernelSet<f32> for F32CortexM {
+    fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+        conv::m_f32::conv2d_forward(g, x, w, b, y)
+    }
+    fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+        conv::m_f32::conv2d_backward_input(g, gy, w, gx)
+    }
+    fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
+        conv::m_f32::conv2d_backward_weight(g, gy, x, gw)
+    }
+    fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
+        conv::bias::conv2d_backward_bias(g, gy, gb)
+    }
+}
+
+/// Generic `f32` convolutions, lane-wise bias gradient.
+pub struct F32Generic;
+impl KernelSet<f32> for F32Generic {
+    fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
+        conv::bias::conv2d_backward_bias(g, gy, gb)
+    }
+}
+
+// ---- Q16 --------------------------------------------------------------------------
+
+/// `Q16`'s kernels: exact-sum convolutions (one rounding per output), cheaper on a
+/// Cortex-M0 than the generic ones, which round and saturate every product.
+pub struct Q16Kernels;
+impl KernelSet<Q16> for Q16Kernels {
+    fn conv2d_forward(g: &ConvGeom, x: &[Q16], w: &[Q16], b: Option<&[Q16]>, y: &mut [Q16]) {
+        conv::q16::conv2d_forward(g, x, w, b, y)
+    }
+    fn conv2d_backward_input(g: &ConvGeom, gy: &[Q16], w: &[Q16], gx: &mut [Q16]) {
+        conv::q16::conv2d_backward_input(g, gy, w, gx)
+    }
+    fn conv2d_backward_weight(g: &ConvGeom, gy: &[Q16], x: &[Q16], gw: &mut [Q16]) {
+        conv::q16::conv2d_backward_weight(g, gy, x, gw)
+    }
+}

@@ -48,8 +48,9 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     n_params: usize,
     gen: u16,
     grad_enabled: bool,
-    /// Fused SGD: the learning rate applied by backward (see [`Graph::set_fused_sgd`]).
-    fused_lr: Option<f32>,
+    /// The optimizer's hook called during backward (fused SGD, see
+    /// [`Graph::set_fused_sgd`]); with one, parameters have no gradient buffer.
+    pub(crate) param_hook: Option<crate::optim::ParamHook<S, N>>,
     /// The shape-trace callback, if any.
     trace: Option<TraceFn<'a>>,
     /// What reports a record to `trace`: set only by [`Graph::set_trace`], so a program
@@ -77,7 +78,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             n_params: 0,
             gen: 1,
             grad_enabled: true,
-            fused_lr: None,
+            param_hook: None,
             trace: None,
             tracer: None,
         }
@@ -211,7 +212,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         }
         let n = shape.numel();
         // Fused SGD keeps no gradient buffer: backward applies the update directly.
-        let copies = if self.fused_lr.is_some() { 1 } else { 2 };
+        let copies = if self.param_hook.is_some() { 1 } else { 2 };
         let both = n.checked_mul(copies).ok_or(Error::Overflow { op: "param" })?;
         // One allocation for data and gradient, so a failure leaves nothing behind.
         let span = self.arena.alloc_persistent(both)?;
@@ -226,7 +227,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             true,
             Span::EMPTY,
         );
-        if self.fused_lr.is_none() {
+        if self.param_hook.is_none() {
             node.grad = Some(Span {
                 off: span.off + n,
                 len: n,
@@ -427,7 +428,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// gradients and optimizer state stay.
     pub fn end_step(&mut self) {
         self.nodes.truncate(self.n_params);
-        if self.fused_lr.is_some() {
+        if self.param_hook.is_some() {
             for n in self.nodes.iter_mut() {
                 n.grad = None;
             }

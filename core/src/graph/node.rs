@@ -104,6 +104,11 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    /// Whether this is a leaf (nothing to replay).
+    pub(crate) fn is_leaf(&self) -> bool {
+        matches!(self, Op::Leaf)
+    }
+
     /// The nodes this op read (up to three).
     pub(crate) fn inputs(&self) -> [Option<NodeId>; 3] {
         match *self {

@@ -35,7 +35,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         from_output: bool,
         f: impl Fn(S, S) -> S,
     ) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let saved = if from_output {
             self.nodes[i].data
         } else {
@@ -181,11 +181,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let Op::ReluMasked { x } = g.nodes[i].op else {
             return Err(RULE_MISMATCH);
         };
+        // The output gradient, masked in place, becomes the input's when it has none yet.
+        let mask = g.nodes[i].saved;
+        if g.pass_grad_in_place(i, x, |g, gy| {
+            g.exec([mask], gy, |[m], gy| c::relu_mask_in_place(gy, m))
+        })? {
+            return Ok(());
+        }
         g.relu_masked_backward(i, x)
     }
 
     fn relu_masked_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let mask = self.nodes[i].saved;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, mask], gx, |[gy, m], gx| c::relu_masked_backward(gy, m, gx))?;

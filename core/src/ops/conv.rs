@@ -165,6 +165,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let Op::Conv2d { x, w, b, p } = g.nodes[i].op else {
             return Err(RULE_MISMATCH);
         };
+        // Fused SGD may let the weight kernels add into the parameters directly.
+        if g.backward_into_params(i, x, [Some(w), b], |g| g.conv2d_backward(i, x, w, b, p))? {
+            return Ok(());
+        }
         g.conv2d_backward(i, x, w, b, p)
     }
 
@@ -176,7 +180,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         b: Option<NodeId>,
         p: Conv2dParams,
     ) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let g = geometry(xn.shape, wn.shape, None, &p)?;
         if let Some(gx) = self.grad_of(x) {

@@ -52,7 +52,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn add_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         for x in [a, b] {
             if let Some(gx) = self.grad_of(x) {
                 self.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| g))?;
@@ -75,7 +75,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn mul_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (ad, bd) = (self.nodes[a as usize].data, self.nodes[b as usize].data);
         for (x, other) in [(a, bd), (b, ad)] {
             if let Some(gx) = self.grad_of(x) {

@@ -78,7 +78,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn interpolate_backward(&mut self, i: usize, x: NodeId, mode: InterpMode) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let ys = self.nodes[i].shape;
         let g = geometry(self.nodes[x as usize].shape, [ys.dim(2), ys.dim(3)], mode)?;
         if let Some(gx) = self.grad_of(x) {

@@ -70,11 +70,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let Op::Linear { x, w, b } = g.nodes[i].op else {
             return Err(RULE_MISMATCH);
         };
+        // Fused SGD may let the weight kernels add into the parameters directly.
+        if g.backward_into_params(i, x, [Some(w), b], |g| g.linear_backward(i, x, w, b))? {
+            return Ok(());
+        }
         g.linear_backward(i, x, w, b)
     }
 
     fn linear_backward(&mut self, i: usize, x: NodeId, w: NodeId, b: Option<NodeId>) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;
         if let Some(gx) = self.grad_of(x) {

@@ -102,7 +102,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     fn cross_entropy_backward(&mut self, i: usize, logits: NodeId) -> Result<()> {
         let node = self.nodes[i];
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let ln = self.nodes[logits as usize];
         let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
         if let Some(gx) = self.grad_of(logits) {
@@ -173,7 +173,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn mse_loss_backward(&mut self, i: usize, x: NodeId, t: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (xn, tn) = (self.nodes[x as usize], self.nodes[t as usize]);
         let n = xn.shape.numel();
         let g0 = if self.arena.is_meta() {

@@ -135,7 +135,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn pad_backward(&mut self, i: usize, x: NodeId, p: PadParams) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let g = geometry(self.nodes[x as usize].shape, &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy], gx, |[gy], gx| k::pad_backward(&g, gy, gx))?;

@@ -123,7 +123,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn max_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
         let idx = self.nodes[i].saved;
         let g = geometry("max_pool2d", xn.shape, &p)?;
@@ -166,7 +166,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn avg_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
         let g = geometry("avg_pool2d", xn.shape, &p)?;
         let inc = p.count_include_pad;
@@ -215,7 +215,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn adaptive_avg_pool2d_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
         let ys = self.nodes[i].shape;
         let g = adaptive_geometry(xn.shape, [ys.dim(2), ys.dim(3)])?;

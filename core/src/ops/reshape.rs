@@ -77,11 +77,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let Op::Reshape { x } = g.nodes[i].op else {
             return Err(RULE_MISMATCH);
         };
+        // The output gradient becomes the input's as is, when the input has none yet.
+        if g.pass_grad_in_place(i, x, |_, _| Ok(()))? {
+            return Ok(());
+        }
         g.reshape_backward(i, x)
     }
 
     fn reshape_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| g))?;
         }

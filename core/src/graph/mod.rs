@@ -22,7 +22,7 @@ mod node;
 mod trace;
 
 pub use no_grad::NoGrad;
-pub(crate) use node::{BackwardFn, Node, NodeId, Op, RULE_MISMATCH};
+pub(crate) use node::{word, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS};
 pub use trace::{TraceEvent, TraceFn};
 
 use crate::arena::{Arena, Span};
@@ -222,7 +222,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
                 off: span.off,
                 len: n,
             },
-            Op::Leaf,
+            Op::LEAF,
             None,
             true,
             Span::EMPTY,
@@ -269,7 +269,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.ensure_room()?;
         let span = self.arena.map_external(data)?;
         let id = self.nodes.len();
-        self.push_node(Node::new(shape, span, Op::Leaf, None, false, Span::EMPTY))?;
+        self.push_node(Node::new(shape, span, Op::LEAF, None, false, Span::EMPTY))?;
         self.n_params += 1;
         Ok(Tensor {
             id: id as NodeId,
@@ -329,7 +329,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     ) -> Result<Tensor> {
         let shape = Shape::new(dims)?;
         let mark = self.arena.mark();
-        let t = self.push(shape, Op::Leaf, None, requires_grad, 0)?;
+        let t = self.push(shape, Op::LEAF, None, requires_grad, 0)?;
         if !self.arena.is_meta() {
             let span = self.nodes[t.id as usize].data;
             if let Err(found) = fill(self.arena.get_mut(span)) {
@@ -363,7 +363,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     }
 
     /// Appends a record with a fresh data span of `shape` and `saved_len` saved words;
-    /// `backward` is the op's rule (kept unless `op` is [`Op::Leaf`]). On failure
+    /// `backward` is the op's rule (kept unless `op` is [`Op::LEAF`]). On failure
     /// nothing is allocated and nothing is recorded.
     pub(crate) fn push(
         &mut self,

@@ -13,9 +13,9 @@
 //!   calls, unless an optimizer set a hook ([`ParamHook`], fused SGD through
 //!   [`Graph::set_fused_sgd`]): the walk calls it with each parameter as soon as the
 //!   parameter's last consumer on the tape has run, and conv2d and linear may update
-//!   their parameters directly ([`Graph::backward_into_params`]).
+//!   their parameters directly ([`Graph::with_direct_params`]).
 
-use super::{Graph, NodeId};
+use super::{BackwardFn, Graph, NodeId};
 use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::optim::HookFn;
@@ -224,37 +224,32 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(true)
     }
 
-    /// For rules whose parameter gradients are kernels linear in the output gradient
-    /// (conv2d, linear), when the optimizer's hook allows it ([`ParamHook::direct`]):
-    /// the output gradient is scaled by `-lr` in place and `body` (the rule's general
-    /// path) runs with the parameters standing in for their gradients, so the kernels
-    /// accumulate straight into them (`p += (-lr * gy) (x) x`) and no parameter
-    /// gradient is ever stored. The input gradient, computed first from the unchanged
-    /// weights, is scaled back by `-1/lr`. Only when the parameters have no other
-    /// pending use and the input gradient is fresh; `Ok(false)` otherwise (nothing
-    /// done: the caller runs `body` itself).
-    pub(crate) fn backward_into_params(
-        &mut self,
-        i: usize,
-        x: NodeId,
-        params: [Option<NodeId>; 2],
-        body: impl FnOnce(&mut Self) -> Result<()>,
-    ) -> Result<bool> {
-        let Some(lr) = self.param_hook.and_then(|h| h.direct()) else {
-            return Ok(false);
+    /// Runs `general`, the backward of a record whose input 0 is data and inputs 1 and
+    /// 2 (when present) are parameters whose gradients are kernels linear in the
+    /// output gradient (conv2d, linear). When the optimizer's hook allows it
+    /// ([`ParamHook::direct`]), the output gradient is first scaled by `-lr` in place
+    /// and the parameters stand in for their gradients, so that the weight and bias
+    /// kernels accumulate straight into them (`p += (-lr * gy) (x) x`) and no
+    /// parameter gradient is ever stored; the input gradient, computed from the
+    /// unchanged weights, is then scaled back by `-1/lr`. Only when the parameters have
+    /// no other pending use and the input gradient is fresh; otherwise `general` runs
+    /// as is. One call of `general`, through a pointer, so its kernels are linked once.
+    pub(crate) fn with_direct_params(&mut self, i: usize, general: BackwardFn<S, N>) -> Result<()> {
+        let op = self.nodes[i].op;
+        let (x, params) = (op.input(0) as usize, [op.opt_input(1), op.opt_input(2)]);
+        let lr = self.param_hook.and_then(|h| h.direct());
+        let direct = lr.is_some()
+            && params.into_iter().flatten().all(|p| {
+                let p = p as usize;
+                p < self.n_params
+                    && self.nodes[p].requires_grad
+                    && self.nodes[p].grad.is_none()
+                    && !self.pending_reader(p, i)
+            })
+            && (!self.nodes[x].requires_grad || self.nodes[x].grad.is_none());
+        let (Some(lr), true) = (lr, direct) else {
+            return general(self, i);
         };
-        let x = x as usize;
-        let params_ok = params.into_iter().flatten().all(|p| {
-            let p = p as usize;
-            p < self.n_params
-                && self.nodes[p].requires_grad
-                && self.nodes[p].grad.is_none()
-                && !self.pending_reader(p, i)
-        });
-        let x_fresh = !self.nodes[x].requires_grad || self.nodes[x].grad.is_none();
-        if !params_ok || !x_fresh {
-            return Ok(false);
-        }
         self.ensure_grad(x)?;
         let gy = self.out_grad(i)?;
         let neg = S::from_f32(-lr);
@@ -263,7 +258,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             let p = p as usize;
             self.nodes[p].grad = Some(self.nodes[p].data);
         }
-        let r = body(self);
+        let r = general(self, i);
         for p in params.into_iter().flatten() {
             self.nodes[p as usize].grad = None;
         }
@@ -274,6 +269,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             let inv = S::ONE.div(neg);
             self.exec([], gx, |[], g| g.iter_mut().for_each(|v| *v = *v * inv))?;
         }
-        Ok(true)
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 
 use super::registry::{need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS};
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
 use crate::scalar::Scalar;
@@ -35,15 +35,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         &mut self,
         x: Tensor,
         kind: &'static OpKind,
-        slope: f32,
+        params: Params,
         rule: BackwardFn<S, N>,
         f: impl Fn(S) -> S,
     ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let rg = self.needs_grad(&[Some(xi)]);
-        let mut params = NO_PARAMS;
-        params[0] = slope.to_bits();
         let op = match rg {
             true => Op::new(kind, [Some(xi), None, None], params),
             false => Op::LEAF,
@@ -76,7 +74,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `max(x, 0)`.
     pub fn relu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, &RELU, 0.0, Self::relu_rule, |v| {
+        self.unary(x, &RELU, NO_PARAMS, Self::relu_rule, |v| {
             if v > S::ZERO {
                 v
             } else {
@@ -98,7 +96,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// `x` where positive, `slope * x` elsewhere.
     pub fn leaky_relu(&mut self, x: Tensor, negative_slope: f32) -> Result<Tensor> {
         let a = S::from_f32(negative_slope);
-        self.unary(x, &LEAKY_RELU, negative_slope, Self::leaky_relu_rule, |v| {
+        let mut slope = NO_PARAMS;
+        slope[0] = negative_slope.to_bits();
+        self.unary(x, &LEAKY_RELU, slope, Self::leaky_relu_rule, |v| {
             if v > S::ZERO {
                 v
             } else {
@@ -120,7 +120,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `1 / (1 + e^-x)`.
     pub fn sigmoid(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, &SIGMOID, 0.0, Self::sigmoid_rule, S::sigmoid)
+        self.unary(x, &SIGMOID, NO_PARAMS, Self::sigmoid_rule, S::sigmoid)
     }
 
     /// sigmoid's backward rule, recorded by [`Graph::sigmoid`].
@@ -135,7 +135,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// Hyperbolic tangent.
     pub fn tanh(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, &TANH, 0.0, Self::tanh_rule, S::tanh)
+        self.unary(x, &TANH, NO_PARAMS, Self::tanh_rule, S::tanh)
     }
 
     /// tanh's backward rule, recorded by [`Graph::tanh`].

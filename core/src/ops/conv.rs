@@ -193,16 +193,19 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// conv2d's backward rule, recorded by [`Graph::conv2d`].
     fn conv2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        g.record(i, &CONV2D)?;
+        // Fused SGD may let the weight kernels add into the parameters directly.
+        g.with_direct_params(i, Self::conv2d_general)
+    }
+
+    /// conv2d's backward into the gradients its record's inputs have.
+    fn conv2d_general(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &CONV2D)?;
         let (x, w, b) = (op.input(0), op.input(1), op.opt_input(2));
         let mut p = Conv2dParams::unpack(&op.params);
         // Validated when recorded: the weight holds in_channels / groups channels.
         let cin_g = g.nodes[w as usize].shape.dim(1).max(1);
         p.groups = g.nodes[x as usize].shape.dim(1) / cin_g;
-        // Fused SGD may let the weight kernels add into the parameters directly.
-        if g.backward_into_params(i, x, [Some(w), b], |g| g.conv2d_backward(i, x, w, b, p))? {
-            return Ok(());
-        }
         g.conv2d_backward(i, x, w, b, p)
     }
 

@@ -68,13 +68,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// linear's backward rule, recorded by [`Graph::linear`].
     fn linear_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let op = g.record(i, &LINEAR)?;
-        let (x, w, b) = (op.input(0), op.input(1), op.opt_input(2));
+        g.record(i, &LINEAR)?;
         // Fused SGD may let the weight kernels add into the parameters directly.
-        if g.backward_into_params(i, x, [Some(w), b], |g| g.linear_backward(i, x, w, b))? {
-            return Ok(());
-        }
-        g.linear_backward(i, x, w, b)
+        g.with_direct_params(i, Self::linear_general)
+    }
+
+    /// linear's backward into the gradients its record's inputs have.
+    fn linear_general(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let op = g.record(i, &LINEAR)?;
+        g.linear_backward(i, op.input(0), op.input(1), op.opt_input(2))
     }
 
     fn linear_backward(&mut self, i: usize, x: NodeId, w: NodeId, b: Option<NodeId>) -> Result<()> {

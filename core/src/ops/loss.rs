@@ -27,17 +27,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// row, each below `C`). Saves the softmax and the targets for backward. A meta
     /// graph accepts empty `targets`.
     pub fn cross_entropy(&mut self, logits: Tensor, targets: &[usize]) -> Result<Tensor> {
-        self.cross_entropy_by(logits, targets.len(), |k| {
-            targets.get(k).copied().unwrap_or(usize::MAX)
-        })
+        self.cross_entropy_by(logits, targets.len(), targets.iter().copied())
     }
 
-    /// [`Graph::cross_entropy`] with `n_targets` targets read through `target(k)`.
+    /// [`Graph::cross_entropy`] with the `n_targets` targets of `targets`.
     fn cross_entropy_by(
         &mut self,
         logits: Tensor,
         n_targets: usize,
-        target: impl Fn(usize) -> usize,
+        targets: impl Iterator<Item = usize> + Clone,
     ) -> Result<Tensor> {
         const OP: &str = "cross_entropy";
         let li = self.id(logits)?;
@@ -62,7 +60,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                     found: n_targets,
                 });
             }
-            if let Some(t) = (0..b).map(&target).find(|&t| t >= c) {
+            if let Some(t) = targets.clone().find(|&t| t >= c) {
                 return Err(Error::InvalidParam {
                     op: OP,
                     what: "target class index out of range",
@@ -81,8 +79,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if !meta {
             let ([x], y, sv) = self.arena.views2([ln.data], node.data, node.saved)?;
             let mut total = S::acc_zero();
-            for (r, row) in x.chunks_exact(c).enumerate() {
-                let t = target(r);
+            for (row, t) in x.chunks_exact(c).zip(targets.clone()) {
                 // log-sum-exp around the row maximum: no overflow for large logits.
                 let m = row.iter().copied().fold(S::MIN, |a, v| if v > a { v } else { a });
                 let mut sum = S::acc_zero();
@@ -97,12 +94,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             }
             if rg {
                 let (probs, tsave) = sv.split_at_mut(b * c);
-                for ((prow, row), (k, ts)) in probs
+                for ((prow, row), (ts, t)) in probs
                     .chunks_exact_mut(c)
                     .zip(x.chunks_exact(c))
-                    .zip(tsave.iter_mut().enumerate())
+                    .zip(tsave.iter_mut().zip(targets))
                 {
-                    let t = target(k);
                     let m = row.iter().copied().fold(S::MIN, |a, v| if v > a { v } else { a });
                     let mut sum = S::acc_zero();
                     for &v in row {
@@ -236,7 +232,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 .flatten()
                 .map_or(usize::MAX, |v| v as usize)
         };
-        g.cross_entropy_by(need(OP, t, 0)?, n, class)
+        g.cross_entropy_by(need(OP, t, 0)?, n, (0..n).map(class))
     }
 
     fn mse_loss_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {

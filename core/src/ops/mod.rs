@@ -30,7 +30,7 @@
 //!    accumulate into `g.grad_of(input)` through `g.exec`. The backward walk calls
 //!    it and nothing else; rules may hand their gradient over in place
 //!    (`pass_grad_in_place`) or update parameters directly under fused SGD
-//!    (`backward_into_params`).
+//!    (`with_direct_params`).
 //! 5. **Its no-grad form**, if frozen layers use it: a method in an
 //!    `impl NoGrad { .. }` block in the same file, calling the op's `_with` form with
 //!    no rule, so a program that only calls that links no backward code.

@@ -93,9 +93,10 @@ impl Op {
 
     /// A record of `kind` reading `inputs` (node indices) with parameters `params`.
     pub(crate) fn new(kind: &'static OpKind, inputs: [Option<usize>; 3], params: Params) -> Op {
+        let id = |i: Option<usize>| i.map_or(NO_INPUT, |i| i as NodeId);
         Op {
             kind,
-            inputs: inputs.map(|i| i.map_or(NO_INPUT, |i| i as NodeId)),
+            inputs: [id(inputs[0]), id(inputs[1]), id(inputs[2])],
             params,
         }
     }
@@ -112,7 +113,8 @@ impl Op {
 
     /// The nodes this op read (up to three).
     pub(crate) fn inputs(&self) -> [Option<NodeId>; 3] {
-        self.inputs.map(|i| (i != NO_INPUT).then_some(i))
+        let id = |i: NodeId| (i != NO_INPUT).then_some(i);
+        [id(self.inputs[0]), id(self.inputs[1]), id(self.inputs[2])]
     }
 
     /// Input `k`, which the op's kind always has.
@@ -127,13 +129,8 @@ impl Op {
 
     /// Whether this op's backward reads the data of input `k`.
     pub(crate) fn reads_input_data(&self, k: NodeId) -> bool {
-        let bits = self.kind.reads_inputs;
-        bits != 0
-            && self
-                .inputs
-                .iter()
-                .enumerate()
-                .any(|(m, &j)| j == k && j != NO_INPUT && bits & (1 << m) != 0)
+        let (bits, [a, b, c]) = (self.kind.reads_inputs, self.inputs);
+        (bits & 1 != 0 && a == k) || (bits & 2 != 0 && b == k) || (bits & 4 != 0 && c == k)
     }
 
     /// Whether this op's backward reads its own output.

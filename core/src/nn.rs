@@ -120,6 +120,23 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// The layer's op name (`"conv2d"`, `"relu"`, ...), as the op registry and the
+    /// shape trace call it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Layer::Conv2d(_) => "conv2d",
+            Layer::Linear(_) => "linear",
+            Layer::Relu => "relu",
+            Layer::LeakyRelu(_) => "leaky_relu",
+            Layer::Sigmoid => "sigmoid",
+            Layer::Tanh => "tanh",
+            Layer::MaxPool2d(_) => "max_pool2d",
+            Layer::AvgPool2d(_) => "avg_pool2d",
+            Layer::AdaptiveAvgPool2d(_) => "adaptive_avg_pool2d",
+            Layer::Flatten(_) => "flatten",
+        }
+    }
+
     /// Applies the layer.
     pub fn forward<S: Scalar, const N: usize>(&self, g: &mut Graph<'_, S, N>, x: Tensor) -> Result<Tensor> {
         match self {

@@ -10,6 +10,66 @@ use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::scalar::Scalar;
 
+/// What backward calls with a parameter whose gradient on this tape is final.
+pub(crate) type HookFn<S, const N: usize> = for<'g> fn(&mut Graph<'g, S, N>, usize) -> Result<()>;
+
+/// An optimizer that updates parameters during backward instead of after it: the walk
+/// calls `finished` with each parameter once its gradient is complete, and rules
+/// whose parameter gradients are linear in the output gradient (conv2d, linear) may
+/// add `-lr * grad` straight into the parameters ([`ParamHook::direct`]). With a hook,
+/// parameters have no gradient buffer. Set by [`Graph::set_fused_sgd`].
+#[derive(Clone, Copy)]
+pub(crate) struct ParamHook<S: Scalar, const N: usize> {
+    /// Plain SGD's learning rate.
+    pub lr: f32,
+    /// Applies and releases a finished parameter gradient.
+    pub finished: HookFn<S, N>,
+}
+
+impl<S: Scalar, const N: usize> ParamHook<S, N> {
+    /// The learning rate with which a rule may update a parameter directly, if it may.
+    pub fn direct(&self) -> Option<f32> {
+        Some(self.lr).filter(|&lr| lr != 0.0 && lr.is_finite())
+    }
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// Fused SGD mode: from now on parameters get no gradient buffer, and every
+    /// backward applies `p -= lr * grad` itself, each parameter as soon as its gradient
+    /// is complete (plain SGD: no momentum, no weight decay). It saves the memory of
+    /// all parameter gradients; gradients cannot be read or accumulated across
+    /// backward calls. Must be called before any parameter is created.
+    pub fn set_fused_sgd(&mut self, lr: f32) -> Result<()> {
+        if self.num_params() > 0 {
+            return Err(Error::InvalidState {
+                what: "set_fused_sgd must be called before parameters are created",
+            });
+        }
+        self.param_hook = Some(ParamHook {
+            lr,
+            finished: Self::apply_sgd,
+        });
+        Ok(())
+    }
+
+    /// Fused SGD's hook: `p -= lr * g` for parameter `j` (if it has a gradient), then
+    /// frees `g`.
+    fn apply_sgd(g: &mut Graph<'_, S, N>, j: usize) -> Result<()> {
+        let (Some(gs), Some(h)) = (g.nodes[j].grad, g.param_hook) else {
+            return Ok(());
+        };
+        let lr = S::from_f32(h.lr);
+        g.exec([gs], g.nodes[j].data, |[gr], p| {
+            for (p, &gr) in p.iter_mut().zip(gr) {
+                *p = *p - lr * gr;
+            }
+        })?;
+        g.nodes[j].grad = None;
+        g.reclaim(gs);
+        Ok(())
+    }
+}
+
 fn param_elems<S: Scalar, const N: usize>(g: &Graph<'_, S, N>) -> usize {
     g.param_spans().map(|(d, _)| d.len).sum()
 }

@@ -5,9 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use torchlet::{
-    Conv2dParams, Error, Graph, InterpMode, PadMode, PadParams, Pool2dParams, Scalar, Tensor, Q16,
-};
+use torchlet::ops::registry::{Attrs, OpSpec};
+use torchlet::{Error, Graph, Scalar, Tensor, Q16};
 
 /// Tape capacity used for single-op cases.
 const TAPE: usize = 16;
@@ -123,16 +122,6 @@ pub fn run_case(case: &Case) -> CaseResult {
     }
 }
 
-/// Which inputs of an op are floating point (they get gradients).
-fn float_inputs(op: &str) -> &'static [&'static str] {
-    match op {
-        "conv2d" | "linear" => &["input", "weight", "bias"],
-        "add" | "mul" => &["input", "other"],
-        "mse_loss" => &["input", "target"],
-        _ => &["input"],
-    }
-}
-
 /// A scalar the door can run a case in: how JSON reals (`f64`) become engine values
 /// (by the type's own rounding rule) and come back.
 pub trait DoorScalar: Scalar {
@@ -222,184 +211,106 @@ fn check_shape(t: &JsonTensor, want: &[usize]) -> Result<(), Error> {
 
 type Leaves = Vec<(&'static str, Tensor)>;
 
-/// Creates the inputs and calls the op on `g`.
+/// Creates the inputs and calls the op on `g`, by name through the engine's registry
+/// ([`OpSpec`]): the spec names the tensor inputs (they get gradients), the case's
+/// `params` (and integer inputs such as class targets) are its [`Attrs`].
 fn record<S: DoorScalar, const N: usize>(
     g: &mut Graph<'_, S, N>,
     case: &Case,
 ) -> Result<(Tensor, Leaves), Error> {
+    let spec = OpSpec::<S, N>::find(&case.op);
+    let names = spec.map_or(&["input"][..], |s| s.inputs);
     let mut leaves: Leaves = Vec::new();
-    let mut t = |name: &'static str| -> Result<Option<Tensor>, Error> {
-        let Some(j) = case.inputs.get(name) else {
-            return Ok(None);
+    let mut inputs = Vec::with_capacity(names.len());
+    for &name in names {
+        let tensor = match case.inputs.get(name) {
+            None => None,
+            Some(j) => {
+                let data: Vec<S> = j.data.iter().map(|&v| S::from_real(v)).collect();
+                let t = g.input_with_grad(&j.shape, &data)?;
+                leaves.push((name, t));
+                Some(t)
+            }
         };
-        let data: Vec<S> = j.data.iter().map(|&v| S::from_real(v)).collect();
-        let tensor = g.input_with_grad(&j.shape, &data)?;
-        leaves.push((name, tensor));
-        Ok(Some(tensor))
-    };
-    let mut inputs: BTreeMap<&'static str, Option<Tensor>> = BTreeMap::new();
-    for name in float_inputs(&case.op) {
-        inputs.insert(name, t(name)?);
+        inputs.push(tensor);
     }
-    let need = |n: &'static str| {
-        inputs
-            .get(n)
-            .copied()
-            .flatten()
-            .ok_or(bad("missing input tensor"))
-    };
-    let p = &case.params;
-    let out = match case.op.as_str() {
-        "conv2d" => {
-            let params = Conv2dParams {
-                stride: pair(p, "stride", 1)?,
-                padding: pair(p, "padding", 0)?,
-                dilation: pair(p, "dilation", 1)?,
-                groups: uint(p, "groups", 1)?,
-            };
-            g.conv2d(need("input")?, need("weight")?, inputs["bias"], params)?
-        }
-        "max_pool2d" | "avg_pool2d" => {
-            let k = pair(p, "kernel_size", usize::MAX)?;
-            if k[0] == usize::MAX {
-                return Err(bad("kernel_size is required"));
-            }
-            let stride = match p.get("stride") {
-                None | Some(Value::Null) => k,
-                Some(Value::Array(a)) if a.is_empty() => k,
-                _ => pair(p, "stride", 1)?,
-            };
-            let params = Pool2dParams {
-                kernel_size: k,
-                stride,
-                padding: pair(p, "padding", 0)?,
-                ceil_mode: flag(p, "ceil_mode", false)?,
-                count_include_pad: flag(p, "count_include_pad", true)?,
-            };
-            if case.op == "max_pool2d" {
-                g.max_pool2d(need("input")?, params)?
-            } else {
-                g.avg_pool2d(need("input")?, params)?
-            }
-        }
-        "adaptive_avg_pool2d" => g.adaptive_avg_pool2d(need("input")?, pair(p, "output_size", 1)?)?,
-        "linear" => g.linear(need("input")?, need("weight")?, inputs["bias"])?,
-        "relu" => g.relu(need("input")?)?,
-        "leaky_relu" => g.leaky_relu(need("input")?, real(p, "negative_slope", 0.01)? as f32)?,
-        "sigmoid" => g.sigmoid(need("input")?)?,
-        "tanh" => g.tanh(need("input")?)?,
-        "add" => g.add(need("input")?, need("other")?)?,
-        "mul" => g.mul(need("input")?, need("other")?)?,
-        "flatten" => g.flatten(need("input")?, uint(p, "start_dim", 0)?)?,
-        "mse_loss" => g.mse_loss(need("input")?, need("target")?)?,
-        "cross_entropy" => {
-            let target = case.inputs.get("target").ok_or(bad("missing input tensor"))?;
-            let mut classes = Vec::with_capacity(target.data.len());
-            for &v in &target.data {
-                if v < 0.0 || v.fract() != 0.0 || v > u32::MAX as f64 {
-                    return Err(Error::InvalidParam {
-                        op: "cross_entropy",
-                        what: "target class index out of range",
-                        value: v as i64,
-                    });
-                }
-                classes.push(v as usize);
-            }
-            g.cross_entropy(need("input")?, &classes)?
-        }
-        "pad" => g.pad(need("input")?, pad_params(p)?)?,
-        "interpolate" => {
-            let size = pair(p, "size", 0)?;
-            let mode = match p.get("mode").and_then(Value::as_str).unwrap_or("nearest") {
-                "nearest" => InterpMode::Nearest,
-                "bilinear" => InterpMode::Bilinear {
-                    align_corners: flag(p, "align_corners", false)?,
-                },
-                _ => {
-                    return Err(Error::Unsupported {
-                        op: "interpolate mode",
-                    })
-                }
-            };
-            g.interpolate(need("input")?, size, mode)?
-        }
-        _ => return Err(Error::Unsupported { op: "unknown op" }),
-    };
+    let spec = spec.ok_or(Error::Unsupported { op: "unknown op" })?;
+    let out = (spec.call)(g, &inputs, &JsonAttrs(case))?;
     Ok((out, leaves))
 }
 
-/// `pad` params: `[left, right, top, bottom]` (negative crops), mode, value.
-fn pad_params(p: &Map<String, Value>) -> Result<PadParams, Error> {
-    let list = p
-        .get("pad")
-        .and_then(Value::as_array)
-        .filter(|a| a.len() == 4)
-        .ok_or(bad("pad must be [left, right, top, bottom]"))?;
-    let mut pad = [0isize; 4];
-    for (d, v) in pad.iter_mut().zip(list) {
-        *d = v
-            .as_i64()
-            .and_then(|v| isize::try_from(v).ok())
-            .ok_or(bad("pad entries must be integers"))?;
-    }
-    let mode = match p.get("mode").and_then(Value::as_str).unwrap_or("constant") {
-        "constant" => PadMode::Constant,
-        "reflect" => PadMode::Reflect,
-        "replicate" => PadMode::Replicate,
-        _ => return Err(Error::Unsupported { op: "pad mode" }),
-    };
-    Ok(PadParams {
-        pad,
-        mode,
-        value: real(p, "value", 0.0)? as f32,
-    })
-}
+/// A case's `params` (PyTorch names) as the registry reads them; lists that are not
+/// in `params` come from the case's `inputs` (class targets).
+struct JsonAttrs<'c>(&'c Case);
 
-fn uint(p: &Map<String, Value>, key: &str, default: usize) -> Result<usize, Error> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_u64()
-            .and_then(|u| usize::try_from(u).ok())
-            .ok_or(bad("parameter must be a non-negative integer")),
+impl JsonAttrs<'_> {
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.0.params.get(name).filter(|v| !v.is_null())
     }
 }
 
-fn pair(p: &Map<String, Value>, key: &str, default: usize) -> Result<[usize; 2], Error> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok([default, default]),
-        Some(Value::Array(a)) if a.len() == 2 => {
-            let one = |v: &Value| {
-                v.as_u64()
-                    .and_then(|u| usize::try_from(u).ok())
-                    .ok_or(bad("parameter must be non-negative integers"))
-            };
-            Ok([one(&a[0])?, one(&a[1])?])
-        }
-        Some(Value::Array(a)) if a.len() == 1 => {
-            pair(&Map::from_iter([(key.to_string(), a[0].clone())]), key, default)
-        }
-        Some(v) => {
-            let u = v
-                .as_u64()
-                .and_then(|u| usize::try_from(u).ok())
-                .ok_or(bad("parameter must be a non-negative integer or a pair"))?;
-            Ok([u, u])
+impl Attrs for JsonAttrs<'_> {
+    fn int(&self, name: &str) -> Result<Option<i64>, Error> {
+        self.get(name)
+            .map(|v| v.as_i64().ok_or(bad("parameter must be a non-negative integer")))
+            .transpose()
+    }
+
+    fn ints(&self, name: &str, out: &mut [i64]) -> Result<Option<usize>, Error> {
+        match self.get(name) {
+            None => {
+                let Some(t) = self.0.inputs.get(name) else {
+                    return Ok(None);
+                };
+                for (d, &v) in out.iter_mut().zip(&t.data) {
+                    *d = v as i64;
+                }
+                Ok(Some(t.data.len()))
+            }
+            Some(Value::Array(a)) => {
+                for (d, v) in out.iter_mut().zip(a) {
+                    *d = v.as_i64().ok_or(bad("parameter must be non-negative integers"))?;
+                }
+                Ok(Some(a.len()))
+            }
+            Some(v) => {
+                let v = v
+                    .as_i64()
+                    .ok_or(bad("parameter must be a non-negative integer or a pair"))?;
+                if let Some(d) = out.first_mut() {
+                    *d = v;
+                }
+                Ok(Some(1))
+            }
         }
     }
-}
 
-fn flag(p: &Map<String, Value>, key: &str, default: bool) -> Result<bool, Error> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_bool().ok_or(bad("parameter must be a boolean")),
+    fn float(&self, name: &str) -> Result<Option<f64>, Error> {
+        self.get(name)
+            .map(|v| v.as_f64().ok_or(bad("parameter must be a number")))
+            .transpose()
     }
-}
 
-fn real(p: &Map<String, Value>, key: &str, default: f64) -> Result<f64, Error> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_f64().ok_or(bad("parameter must be a number")),
+    fn float_at(&self, name: &str, k: usize) -> Result<Option<f64>, Error> {
+        match self.get(name) {
+            None => Ok(self.0.inputs.get(name).and_then(|t| t.data.get(k)).copied()),
+            Some(Value::Array(a)) => a
+                .get(k)
+                .map(|v| v.as_f64().ok_or(bad("parameter must be numbers")))
+                .transpose(),
+            Some(_) => Err(bad("parameter must be a list of numbers")),
+        }
+    }
+
+    fn flag(&self, name: &str) -> Result<Option<bool>, Error> {
+        self.get(name)
+            .map(|v| v.as_bool().ok_or(bad("parameter must be a boolean")))
+            .transpose()
+    }
+
+    /// Anything but a string counts as absent (the op's default mode).
+    fn string(&self, name: &str) -> Result<Option<&str>, Error> {
+        Ok(self.get(name).and_then(Value::as_str))
     }
 }
 

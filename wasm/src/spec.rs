@@ -221,20 +221,7 @@ fn pool(k: usize, stride: Option<usize>) -> Pool2dParams {
     p
 }
 
-/// A short name of a layer for plans (`"conv2d"`, `"relu"`, ...).
-#[allow(unreachable_patterns)] // layers added to the engine later get a generic name
+/// A short name of a layer for plans (`"conv2d"`, `"relu"`, ...): [`Layer::name`].
 pub fn layer_name(l: &Layer) -> &'static str {
-    match l {
-        Layer::Conv2d(_) => "conv2d",
-        Layer::Linear(_) => "linear",
-        Layer::Relu => "relu",
-        Layer::LeakyRelu(_) => "leaky_relu",
-        Layer::Sigmoid => "sigmoid",
-        Layer::Tanh => "tanh",
-        Layer::MaxPool2d(_) => "max_pool2d",
-        Layer::AvgPool2d(_) => "avg_pool2d",
-        Layer::AdaptiveAvgPool2d(_) => "adaptive_avg_pool2d",
-        Layer::Flatten(_) => "flatten",
-        _ => "layer",
-    }
+    l.name()
 }

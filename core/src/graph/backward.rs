@@ -7,14 +7,20 @@
 //!   node's output gradient and saved values are released right after its backward
 //!   has run (scratch compacts, see `memory.rs`), so live gradients form a stack.
 //! - Data of tensors the caller freed goes as soon as no pending backward reads it.
+//! - The walk calls each record's rule and nothing else: a rule allocates its inputs'
+//!   gradients ([`Graph::grads_for`]) or hands its own over in place (reshape, relu_).
 //! - Parameter gradients are persistent and accumulate with `+=` across backward
-//!   calls, except in fused SGD mode ([`Graph::set_fused_sgd`]): there each
-//!   parameter's gradient is a temporary, applied as `p -= lr * g` as soon as its last
-//!   consumer on the tape has run, then released.
+//!   calls, unless an optimizer set a hook ([`ParamHook`], fused SGD through
+//!   [`Graph::set_fused_sgd`]): the walk calls it with each parameter as soon as the
+//!   parameter's last consumer on the tape has run, and conv2d and linear may update
+//!   their parameters directly ([`Graph::with_direct_params`]).
 
-use super::{Graph, Op};
+use super::{BackwardFn, Graph, NodeId};
 use crate::arena::Span;
 use crate::error::{Error, Result};
+use crate::optim::HookFn;
+#[cfg(doc)]
+use crate::optim::ParamHook;
 use crate::scalar::Scalar;
 use crate::Tensor;
 
@@ -57,21 +63,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         self.backward_seeded(id, Some(seed))
-    }
-
-    /// Fused SGD mode: from now on parameters get no gradient buffer, and every
-    /// backward applies `p -= lr * grad` itself, each parameter as soon as its gradient
-    /// is complete (plain SGD: no momentum, no weight decay). It saves the memory of
-    /// all parameter gradients; gradients cannot be read or accumulated across
-    /// backward calls. Must be called before any parameter is created.
-    pub fn set_fused_sgd(&mut self, lr: f32) -> Result<()> {
-        if self.n_params > 0 {
-            return Err(Error::InvalidState {
-                what: "set_fused_sgd must be called before parameters are created",
-            });
-        }
-        self.fused_lr = Some(lr);
-        Ok(())
     }
 
     fn backward_seeded(&mut self, id: usize, seed: Option<&[S]>) -> Result<()> {
@@ -141,27 +132,26 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 }
             }
         }
+        let hook = self.param_hook;
         for i in (self.n_params..=id).rev() {
             let n = self.nodes[i];
-            if n.requires_grad && !matches!(n.op, Op::Leaf) && n.grad.is_some() {
+            if n.requires_grad && !n.op.is_leaf() && n.grad.is_some() {
                 if n.spent {
                     return Err(Error::NoGradient {
                         what: "backward already ran through this part of the step",
                     });
                 }
-                if !self.pass_grad_in_place(i)? && !self.fused_in_place(i)? {
-                    for j in n.op.inputs().into_iter().flatten() {
-                        self.ensure_grad(j as usize)?;
-                    }
-                    self.backward_node(i)?;
-                }
+                let rule = n.backward.ok_or(Error::InvalidState {
+                    what: "record without a backward rule (engine bug)",
+                })?;
+                rule(self, i)?;
                 self.nodes[i].spent = true;
-                if self.fused_lr.is_some() {
-                    self.apply_finished_params(i)?;
+                if let Some(h) = hook {
+                    self.finish_params(i, h.finished)?;
                 }
             }
             // The output gradient and the saved values have served their purpose.
-            if !matches!(n.op, Op::Leaf) {
+            if !n.op.is_leaf() {
                 if let Some(g) = self.nodes[i].grad.take() {
                     self.reclaim(g);
                 }
@@ -176,132 +166,109 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 self.reclaim_if_unused(j as usize);
             }
         }
-        if self.fused_lr.is_some() {
+        if let Some(h) = hook {
             for j in 0..self.n_params {
-                self.apply_param(j)?;
+                (h.finished)(self, j)?;
             }
         }
         Ok(())
     }
 
-    /// Masked ReLU and reshape hand their output gradient to their input in place
-    /// (masked, or as is) when the input has no gradient yet: no second buffer.
-    fn pass_grad_in_place(&mut self, i: usize) -> Result<bool> {
-        let x = match self.nodes[i].op {
-            Op::ReluMasked { x } | Op::Reshape { x } => x as usize,
-            _ => return Ok(false),
-        };
+    /// Whether a record before `i` that backward has not run through yet reads node `p`.
+    fn pending_reader(&self, p: usize, i: usize) -> bool {
+        self.nodes[self.n_params..i]
+            .iter()
+            .any(|c| c.requires_grad && !c.spent && c.op.inputs().contains(&Some(p as NodeId)))
+    }
+
+    /// Hands every parameter node `i` read whose gradient is now final (no pending
+    /// record reads it) to the optimizer's hook.
+    fn finish_params(&mut self, i: usize, finished: HookFn<S, N>) -> Result<()> {
+        for j in self.nodes[i].op.inputs().into_iter().flatten() {
+            let j = j as usize;
+            if j < self.n_params && !self.pending_reader(j, i) {
+                finished(self, j)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The gradient of node `i`'s output, after giving each of its inputs that needs
+    /// one a (zeroed) gradient: what a rule calls first.
+    pub(crate) fn grads_for(&mut self, i: usize) -> Result<Span> {
+        for j in self.nodes[i].op.inputs().into_iter().flatten() {
+            self.ensure_grad(j as usize)?;
+        }
+        self.out_grad(i)
+    }
+
+    /// For rules that pass their output gradient on unchanged or masked (reshape,
+    /// relu_): when input `x` needs a gradient, has none yet and is not a parameter,
+    /// `pass(graph, gy)` may prepare `gy` in place and `gy` becomes `x`'s gradient (no
+    /// second buffer). `Ok(false)`: the rule must take the general path.
+    pub(crate) fn pass_grad_in_place(
+        &mut self,
+        i: usize,
+        x: NodeId,
+        pass: impl FnOnce(&mut Self, Span) -> Result<()>,
+    ) -> Result<bool> {
+        let x = x as usize;
         let xn = self.nodes[x];
         if !xn.requires_grad || xn.grad.is_some() || x < self.n_params {
             return Ok(false);
         }
         let gy = self.out_grad(i)?;
-        if let Op::ReluMasked { .. } = self.nodes[i].op {
-            let mask = self.nodes[i].saved;
-            self.exec([mask], gy, |[m], g| {
-                crate::kernels::compact::relu_mask_in_place(g, m)
-            })?;
-        }
+        pass(self, gy)?;
         self.nodes[x].grad = Some(gy);
         self.nodes[i].grad = None;
         Ok(true)
     }
 
-    /// Fused SGD for conv2d and linear: the output gradient is scaled by `-lr` in
-    /// place and the weight and bias kernels accumulate straight into the parameters
-    /// (`p += (-lr * gy) (x) x`), so no parameter gradient is ever stored. The input
-    /// gradient, computed first from the unchanged weights, is scaled back by `-1/lr`.
-    /// Only when the parameters have no other pending use and the input gradient is
-    /// fresh; otherwise the general path runs.
-    fn fused_in_place(&mut self, i: usize) -> Result<bool> {
-        let Some(lr) = self.fused_lr.filter(|&lr| lr != 0.0 && lr.is_finite()) else {
-            return Ok(false);
+    /// Runs `general`, the backward of a record whose input 0 is data and inputs 1 and
+    /// 2 (when present) are parameters whose gradients are kernels linear in the
+    /// output gradient (conv2d, linear). When the optimizer's hook allows it
+    /// ([`ParamHook::direct`]), the output gradient is first scaled by `-lr` in place
+    /// and the parameters stand in for their gradients, so that the weight and bias
+    /// kernels accumulate straight into them (`p += (-lr * gy) (x) x`) and no
+    /// parameter gradient is ever stored; the input gradient, computed from the
+    /// unchanged weights, is then scaled back by `-1/lr`. Only when the parameters have
+    /// no other pending use and the input gradient is fresh; otherwise `general` runs
+    /// as is. One call of `general`, through a pointer, so its kernels are linked once.
+    pub(crate) fn with_direct_params(&mut self, i: usize, general: BackwardFn<S, N>) -> Result<()> {
+        let op = self.nodes[i].op;
+        let (x, params) = (op.input(0) as usize, [op.opt_input(1), op.opt_input(2)]);
+        let lr = self.param_hook.and_then(|h| h.direct());
+        let direct = lr.is_some()
+            && params.into_iter().flatten().all(|p| {
+                let p = p as usize;
+                p < self.n_params
+                    && self.nodes[p].requires_grad
+                    && self.nodes[p].grad.is_none()
+                    && !self.pending_reader(p, i)
+            })
+            && (!self.nodes[x].requires_grad || self.nodes[x].grad.is_none());
+        let (Some(lr), true) = (lr, direct) else {
+            return general(self, i);
         };
-        let (x, w, b) = match self.nodes[i].op {
-            Op::Conv2d { x, w, b, .. } | Op::Linear { x, w, b } => (x as usize, w as usize, b),
-            _ => return Ok(false),
-        };
-        let params_ok = [Some(w as u16), b].into_iter().flatten().all(|p| {
-            let p = p as usize;
-            p < self.n_params
-                && self.nodes[p].requires_grad
-                && self.nodes[p].grad.is_none()
-                && !self.nodes[self.n_params..i]
-                    .iter()
-                    .any(|c| c.requires_grad && !c.spent && c.op.inputs().contains(&Some(p as u16)))
-        });
-        let x_fresh = !self.nodes[x].requires_grad || self.nodes[x].grad.is_none();
-        if !params_ok || !x_fresh {
-            return Ok(false);
-        }
         self.ensure_grad(x)?;
         let gy = self.out_grad(i)?;
         let neg = S::from_f32(-lr);
         self.exec([], gy, |[], g| g.iter_mut().for_each(|v| *v = *v * neg))?;
-        for p in [Some(w as u16), b].into_iter().flatten() {
+        for p in params.into_iter().flatten() {
             let p = p as usize;
             self.nodes[p].grad = Some(self.nodes[p].data);
         }
-        let r = self.backward_node(i);
-        for p in [Some(w as u16), b].into_iter().flatten() {
+        let r = general(self, i);
+        for p in params.into_iter().flatten() {
             self.nodes[p as usize].grad = None;
         }
         r?;
-        if let Some(gx) = self.grad_of(x as u16) {
+        if let Some(gx) = self.grad_of(x as NodeId) {
             // The inverse of the factor applied (for fixed point, of its rounded
             // value), in the scalar's own arithmetic: no float division is linked.
             let inv = S::ONE.div(neg);
             self.exec([], gx, |[], g| g.iter_mut().for_each(|v| *v = *v * inv))?;
         }
-        Ok(true)
-    }
-
-    /// Fused SGD: applies and releases the gradient of every parameter node `i` read
-    /// that no pending node reads any more.
-    fn apply_finished_params(&mut self, i: usize) -> Result<()> {
-        for j in self.nodes[i].op.inputs().into_iter().flatten() {
-            let j = j as usize;
-            if j >= self.n_params {
-                continue;
-            }
-            let pending = self.nodes[self.n_params..i]
-                .iter()
-                .any(|c| c.requires_grad && !c.spent && c.op.inputs().contains(&Some(j as u16)));
-            if !pending {
-                self.apply_param(j)?;
-            }
-        }
         Ok(())
-    }
-
-    /// Fused SGD: `p -= lr * g` for parameter `j`, then frees `g`.
-    fn apply_param(&mut self, j: usize) -> Result<()> {
-        let (Some(g), Some(lr)) = (self.nodes[j].grad, self.fused_lr) else {
-            return Ok(());
-        };
-        let lr = S::from_f32(lr);
-        self.exec([g], self.nodes[j].data, |[g], p| {
-            for (p, &g) in p.iter_mut().zip(g) {
-                *p = *p - lr * g;
-            }
-        })?;
-        self.nodes[j].grad = None;
-        self.reclaim(g);
-        Ok(())
-    }
-
-    /// Runs one record's backward rule: the function its op chose when it recorded
-    /// (each lives beside its forward in `ops/`), so only recorded ops' rules are linked.
-    fn backward_node(&mut self, i: usize) -> Result<()> {
-        if self.arena.is_meta() {
-            return Ok(());
-        }
-        match (self.nodes[i].op, self.nodes[i].backward) {
-            (Op::Leaf, _) => Ok(()),
-            (_, Some(rule)) => rule(self, i),
-            (_, None) => Err(Error::InvalidState {
-                what: "record without a backward rule (engine bug)",
-            }),
-        }
     }
 }

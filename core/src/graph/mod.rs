@@ -22,7 +22,7 @@ mod node;
 mod trace;
 
 pub use no_grad::NoGrad;
-pub(crate) use node::{BackwardFn, Node, NodeId, Op, RULE_MISMATCH};
+pub(crate) use node::{word, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS};
 pub use trace::{TraceEvent, TraceFn};
 
 use crate::arena::{Arena, Span};
@@ -48,8 +48,9 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     n_params: usize,
     gen: u16,
     grad_enabled: bool,
-    /// Fused SGD: the learning rate applied by backward (see [`Graph::set_fused_sgd`]).
-    fused_lr: Option<f32>,
+    /// The optimizer's hook called during backward (fused SGD, see
+    /// [`Graph::set_fused_sgd`]); with one, parameters have no gradient buffer.
+    pub(crate) param_hook: Option<crate::optim::ParamHook<S, N>>,
     /// The shape-trace callback, if any.
     trace: Option<TraceFn<'a>>,
     /// What reports a record to `trace`: set only by [`Graph::set_trace`], so a program
@@ -77,7 +78,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             n_params: 0,
             gen: 1,
             grad_enabled: true,
-            fused_lr: None,
+            param_hook: None,
             trace: None,
             tracer: None,
         }
@@ -216,7 +217,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         }
         let n = shape.numel();
         // Fused SGD keeps no gradient buffer: backward applies the update directly.
-        let copies = if self.fused_lr.is_some() { 1 } else { 2 };
+        let copies = if self.param_hook.is_some() { 1 } else { 2 };
         let both = n.checked_mul(copies).ok_or(Error::Overflow { op: "param" })?;
         // One allocation for data and gradient, so a failure leaves nothing behind.
         let span = self.arena.alloc_persistent(both)?;
@@ -226,12 +227,12 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
                 off: span.off,
                 len: n,
             },
-            Op::Leaf,
+            Op::LEAF,
             None,
             true,
             Span::EMPTY,
         );
-        if self.fused_lr.is_none() {
+        if self.param_hook.is_none() {
             node.grad = Some(Span {
                 off: span.off + n,
                 len: n,
@@ -273,7 +274,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.ensure_room()?;
         let span = self.arena.map_external(data)?;
         let id = self.nodes.len();
-        self.push_node(Node::new(shape, span, Op::Leaf, None, false, Span::EMPTY))?;
+        self.push_node(Node::new(shape, span, Op::LEAF, None, false, Span::EMPTY))?;
         self.n_params += 1;
         Ok(Tensor {
             id: id as NodeId,
@@ -333,7 +334,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     ) -> Result<Tensor> {
         let shape = Shape::new(dims)?;
         let mark = self.arena.mark();
-        let t = self.push(shape, Op::Leaf, None, requires_grad, 0)?;
+        let t = self.push(shape, Op::LEAF, None, requires_grad, 0)?;
         if !self.arena.is_meta() {
             let span = self.nodes[t.id as usize].data;
             if let Err(found) = fill(self.arena.get_mut(span)) {
@@ -367,7 +368,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     }
 
     /// Appends a record with a fresh data span of `shape` and `saved_len` saved words;
-    /// `backward` is the op's rule (kept unless `op` is [`Op::Leaf`]). On failure
+    /// `backward` is the op's rule (kept unless `op` is [`Op::LEAF`]). On failure
     /// nothing is allocated and nothing is recorded.
     pub(crate) fn push(
         &mut self,
@@ -432,7 +433,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// gradients and optimizer state stay.
     pub fn end_step(&mut self) {
         self.nodes.truncate(self.n_params);
-        if self.fused_lr.is_some() {
+        if self.param_hook.is_some() {
             for n in self.nodes.iter_mut() {
                 n.grad = None;
             }

@@ -10,10 +10,6 @@
 use super::Graph;
 use crate::arena::Span;
 use crate::error::{Error, Result};
-use crate::ops::conv::Conv2dParams;
-use crate::ops::interpolate::InterpMode;
-use crate::ops::pad::PadParams;
-use crate::ops::pool::Pool2dParams;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
@@ -23,145 +19,139 @@ use crate::shape::Shape;
 pub(crate) type BackwardFn<S, const N: usize> = for<'g> fn(&mut Graph<'g, S, N>, usize) -> Result<()>;
 
 /// What a rule answers when the record it was given is not its op's (an engine bug).
-pub(crate) const RULE_MISMATCH: Error = Error::InvalidState {
+const RULE_MISMATCH: Error = Error::InvalidState {
     what: "backward rule given another op's record (engine bug)",
 };
 
 /// Index of a node in the tape.
 pub(crate) type NodeId = u16;
 
-/// The op that produced a node. Inputs are node ids; saved values are either those
-/// inputs' own data (they live until the step ends) or the node's `saved` span.
+/// "No input" in a record's input list.
+const NO_INPUT: NodeId = NodeId::MAX;
+
+/// What kind of op produced a record, for the walk, memory reclamation and the
+/// trace: one `static` per op, beside the op in `ops/`.
+#[derive(Debug)]
+pub(crate) struct OpKind {
+    /// The PyTorch-style name (`"conv2d"`, `"relu_"`), for errors and the trace.
+    pub name: &'static str,
+    /// Bit `k` set: the op's backward reads input `k`'s data, which must then live
+    /// until that backward has run.
+    pub reads_inputs: u8,
+    /// The op's backward reads the record's own output.
+    pub reads_output: bool,
+}
+
+/// Parameters and inputs: nothing to replay.
+pub(crate) static LEAF: OpKind = OpKind {
+    name: "leaf",
+    reads_inputs: 0,
+    reads_output: false,
+};
+
+/// Words of op parameters a record holds (conv2d's stride, padding and dilation take
+/// all six; its groups follow from the input and weight shapes). Each word costs every
+/// record four bytes, on the Cortex-M0 too.
+pub(crate) const PARAM_WORDS: usize = 6;
+
+/// An op's parameters as a record holds them; each op packs and unpacks its own.
+pub(crate) type Params = [u32; PARAM_WORDS];
+
+/// The parameters of an op that has none.
+pub(crate) const NO_PARAMS: Params = [0; PARAM_WORDS];
+
+/// Parameters an op saves in its record for backward ([`Params`]).
+pub(crate) trait Packed: Sized {
+    /// The words, or [`Error::Overflow`] naming `op` when a value does not fit.
+    fn pack(&self, op: &'static str) -> Result<Params>;
+    /// The parameters back from [`Packed::pack`]'s words.
+    fn unpack(p: &Params) -> Self;
+}
+
+/// A parameter value as one word of [`Params`].
+pub(crate) fn word(v: usize, op: &'static str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::Overflow { op })
+}
+
+/// The op that produced a node: its kind, its inputs (node ids; saved values are
+/// either those inputs' own data, which live until the step ends, or the node's
+/// `saved` span) and its parameters.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Op {
-    /// A parameter or an input: nothing to replay.
-    Leaf,
-    Conv2d {
-        x: NodeId,
-        w: NodeId,
-        b: Option<NodeId>,
-        p: Conv2dParams,
-    },
-    MaxPool2d {
-        x: NodeId,
-        p: Pool2dParams,
-    },
-    AvgPool2d {
-        x: NodeId,
-        p: Pool2dParams,
-    },
-    AdaptiveAvgPool2d {
-        x: NodeId,
-    },
-    Linear {
-        x: NodeId,
-        w: NodeId,
-        b: Option<NodeId>,
-    },
-    Relu {
-        x: NodeId,
-    },
-    /// In-place ReLU: the output took over the input's memory; a bit mask is saved.
-    ReluMasked {
-        x: NodeId,
-    },
-    LeakyRelu {
-        x: NodeId,
-        slope: f32,
-    },
-    Sigmoid {
-        x: NodeId,
-    },
-    Tanh {
-        x: NodeId,
-    },
-    Add {
-        a: NodeId,
-        b: NodeId,
-    },
-    Mul {
-        a: NodeId,
-        b: NodeId,
-    },
-    Reshape {
-        x: NodeId,
-    },
-    CrossEntropy {
-        logits: NodeId,
-    },
-    MseLoss {
-        x: NodeId,
-        t: NodeId,
-    },
-    Pad {
-        x: NodeId,
-        p: PadParams,
-    },
-    Interpolate {
-        x: NodeId,
-        mode: InterpMode,
-    },
+pub(crate) struct Op {
+    pub kind: &'static OpKind,
+    inputs: [NodeId; 3],
+    pub params: Params,
 }
 
 impl Op {
+    /// A parameter or an input: nothing to replay.
+    pub(crate) const LEAF: Op = Op {
+        kind: &LEAF,
+        inputs: [NO_INPUT; 3],
+        params: NO_PARAMS,
+    };
+
+    /// A record of `kind` reading `inputs` (node indices) with parameters `params`.
+    pub(crate) fn new(kind: &'static OpKind, inputs: [Option<usize>; 3], params: Params) -> Op {
+        let id = |i: Option<usize>| i.map_or(NO_INPUT, |i| i as NodeId);
+        Op {
+            kind,
+            inputs: [id(inputs[0]), id(inputs[1]), id(inputs[2])],
+            params,
+        }
+    }
+
+    /// A record of `kind` reading node `x`, without parameters.
+    pub(crate) fn unary(kind: &'static OpKind, x: usize) -> Op {
+        Op::new(kind, [Some(x), None, None], NO_PARAMS)
+    }
+
+    /// Whether this is a leaf (nothing to replay).
+    pub(crate) fn is_leaf(&self) -> bool {
+        core::ptr::eq(self.kind, &LEAF)
+    }
+
     /// The nodes this op read (up to three).
     pub(crate) fn inputs(&self) -> [Option<NodeId>; 3] {
-        match *self {
-            Op::Leaf => [None; 3],
-            Op::Conv2d { x, w, b, .. } | Op::Linear { x, w, b } => [Some(x), Some(w), b],
-            Op::Add { a, b } | Op::Mul { a, b } => [Some(a), Some(b), None],
-            Op::MseLoss { x, t } => [Some(x), Some(t), None],
-            Op::CrossEntropy { logits } => [Some(logits), None, None],
-            Op::MaxPool2d { x, .. }
-            | Op::AvgPool2d { x, .. }
-            | Op::AdaptiveAvgPool2d { x }
-            | Op::Relu { x }
-            | Op::ReluMasked { x }
-            | Op::LeakyRelu { x, .. }
-            | Op::Sigmoid { x }
-            | Op::Tanh { x }
-            | Op::Reshape { x }
-            | Op::Pad { x, .. }
-            | Op::Interpolate { x, .. } => [Some(x), None, None],
-        }
+        let id = |i: NodeId| (i != NO_INPUT).then_some(i);
+        [id(self.inputs[0]), id(self.inputs[1]), id(self.inputs[2])]
+    }
+
+    /// Input `k`, which the op's kind always has.
+    pub(crate) fn input(&self, k: usize) -> NodeId {
+        self.inputs[k]
+    }
+
+    /// Input `k`, if the record has it (an optional bias).
+    pub(crate) fn opt_input(&self, k: usize) -> Option<NodeId> {
+        self.inputs()[k]
     }
 
     /// Whether this op's backward reads the data of input `k`.
     pub(crate) fn reads_input_data(&self, k: NodeId) -> bool {
-        match *self {
-            Op::Conv2d { x, .. } | Op::Linear { x, .. } | Op::LeakyRelu { x, .. } => x == k,
-            Op::Mul { a, b } => a == k || b == k,
-            Op::MseLoss { x, t } => x == k || t == k,
-            _ => false,
-        }
+        let (bits, [a, b, c]) = (self.kind.reads_inputs, self.inputs);
+        (bits & 1 != 0 && a == k) || (bits & 2 != 0 && b == k) || (bits & 4 != 0 && c == k)
     }
 
     /// Whether this op's backward reads its own output.
     pub(crate) fn reads_own_output(&self) -> bool {
-        matches!(self, Op::Relu { .. } | Op::Sigmoid { .. } | Op::Tanh { .. })
+        self.kind.reads_output
     }
 
     /// The PyTorch-style name of the op, for errors and the shape trace.
     pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Op::Leaf => "leaf",
-            Op::Conv2d { .. } => "conv2d",
-            Op::MaxPool2d { .. } => "max_pool2d",
-            Op::AvgPool2d { .. } => "avg_pool2d",
-            Op::AdaptiveAvgPool2d { .. } => "adaptive_avg_pool2d",
-            Op::Linear { .. } => "linear",
-            Op::Relu { .. } => "relu",
-            Op::ReluMasked { .. } => "relu_",
-            Op::LeakyRelu { .. } => "leaky_relu",
-            Op::Sigmoid { .. } => "sigmoid",
-            Op::Tanh { .. } => "tanh",
-            Op::Add { .. } => "add",
-            Op::Mul { .. } => "mul",
-            Op::Reshape { .. } => "reshape",
-            Op::CrossEntropy { .. } => "cross_entropy",
-            Op::MseLoss { .. } => "mse_loss",
-            Op::Pad { .. } => "pad",
-            Op::Interpolate { .. } => "interpolate",
+        self.kind.name
+    }
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// Node `i`'s record, checked to be of `kind`: what a backward rule reads first.
+    pub(crate) fn record(&self, i: usize, kind: &'static OpKind) -> Result<Op> {
+        let op = self.nodes[i].op;
+        if core::ptr::eq(op.kind, kind) {
+            Ok(op)
+        } else {
+            Err(RULE_MISMATCH)
         }
     }
 }
@@ -208,7 +198,12 @@ impl<S: Scalar, const N: usize> Node<S, N> {
             view: false,
             dropped: false,
             spent: false,
-            backward: if matches!(op, Op::Leaf) { None } else { backward },
+            backward: if op.is_leaf() { None } else { backward },
         }
     }
 }
+
+// A tape record must not grow unnoticed: every record of a graph's `N` is held inline
+// (the Cortex-M0 program keeps its tape in 16 KiB of RAM).
+#[cfg(target_pointer_width = "32")]
+const _: () = assert!(core::mem::size_of::<Node<f32, 32>>() <= 92);

@@ -2,25 +2,50 @@
 //! backward reads the output (which lives until the step ends); leaky ReLU reads the
 //! input, since a negative slope would make the output's sign ambiguous.
 
+use super::registry::{need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, Node, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS};
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
 use crate::scalar::Scalar;
+
+/// A one-input op's record kind: backward reads the output (`reads_output`) or the input.
+const fn kind(name: &'static str, reads_output: bool) -> OpKind {
+    OpKind {
+        name,
+        reads_inputs: if reads_output { 0 } else { 0b001 },
+        reads_output,
+    }
+}
+
+static RELU: OpKind = kind("relu", true);
+static LEAKY_RELU: OpKind = kind("leaky_relu", false);
+static SIGMOID: OpKind = kind("sigmoid", true);
+static TANH: OpKind = kind("tanh", true);
+/// In-place ReLU: the output took over the input's memory; a bit mask is saved.
+static RELU_MASKED: OpKind = OpKind {
+    name: "relu_",
+    reads_inputs: 0,
+    reads_output: false,
+};
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Records a one-input element-wise op and runs `f` on every element.
     fn unary(
         &mut self,
         x: Tensor,
-        op: impl FnOnce(NodeId) -> Op,
+        kind: &'static OpKind,
+        params: Params,
         rule: BackwardFn<S, N>,
         f: impl Fn(S) -> S,
     ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let rg = self.needs_grad(&[Some(xi)]);
-        let op = if rg { op(xi as NodeId) } else { Op::Leaf };
+        let op = match rg {
+            true => Op::new(kind, [Some(xi), None, None], params),
+            false => Op::LEAF,
+        };
         let out = self.push(xn.shape, op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| map(x, y, f))?;
@@ -35,7 +60,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         from_output: bool,
         f: impl Fn(S, S) -> S,
     ) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let saved = if from_output {
             self.nodes[i].data
         } else {
@@ -49,19 +74,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `max(x, 0)`.
     pub fn relu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(
-            x,
-            |x| Op::Relu { x },
-            Self::relu_rule,
-            |v| if v > S::ZERO { v } else { S::ZERO },
-        )
+        self.unary(x, &RELU, NO_PARAMS, Self::relu_rule, |v| {
+            if v > S::ZERO {
+                v
+            } else {
+                S::ZERO
+            }
+        })
     }
 
     /// relu's backward rule, recorded by [`Graph::relu`].
     fn relu_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Relu { x } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        let x = g.record(i, &RELU)?.input(0);
         g.relu_backward(i, x)
     }
 
@@ -72,23 +96,21 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// `x` where positive, `slope * x` elsewhere.
     pub fn leaky_relu(&mut self, x: Tensor, negative_slope: f32) -> Result<Tensor> {
         let a = S::from_f32(negative_slope);
-        self.unary(
-            x,
-            |x| Op::LeakyRelu {
-                x,
-                slope: negative_slope,
-            },
-            Self::leaky_relu_rule,
-            |v| if v > S::ZERO { v } else { a * v },
-        )
+        let mut slope = NO_PARAMS;
+        slope[0] = negative_slope.to_bits();
+        self.unary(x, &LEAKY_RELU, slope, Self::leaky_relu_rule, |v| {
+            if v > S::ZERO {
+                v
+            } else {
+                a * v
+            }
+        })
     }
 
     /// leaky_relu's backward rule, recorded by [`Graph::leaky_relu`].
     fn leaky_relu_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::LeakyRelu { x, slope } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.leaky_relu_backward(i, x, slope)
+        let op = g.record(i, &LEAKY_RELU)?;
+        g.leaky_relu_backward(i, op.input(0), f32::from_bits(op.params[0]))
     }
 
     fn leaky_relu_backward(&mut self, i: usize, x: NodeId, slope: f32) -> Result<()> {
@@ -98,14 +120,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `1 / (1 + e^-x)`.
     pub fn sigmoid(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, |x| Op::Sigmoid { x }, Self::sigmoid_rule, S::sigmoid)
+        self.unary(x, &SIGMOID, NO_PARAMS, Self::sigmoid_rule, S::sigmoid)
     }
 
     /// sigmoid's backward rule, recorded by [`Graph::sigmoid`].
     fn sigmoid_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Sigmoid { x } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        let x = g.record(i, &SIGMOID)?.input(0);
         g.sigmoid_backward(i, x)
     }
 
@@ -115,14 +135,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// Hyperbolic tangent.
     pub fn tanh(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, |x| Op::Tanh { x }, Self::tanh_rule, S::tanh)
+        self.unary(x, &TANH, NO_PARAMS, Self::tanh_rule, S::tanh)
     }
 
     /// tanh's backward rule, recorded by [`Graph::tanh`].
     fn tanh_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Tanh { x } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        let x = g.record(i, &TANH)?.input(0);
         g.tanh_backward(i, x)
     }
 
@@ -154,10 +172,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let n = xn.shape.numel();
         let mark = self.arena.mark();
         let saved = self.arena.alloc(if rg { c::mask_words(n) } else { 0 })?;
-        let op = if rg {
-            Op::ReluMasked { x: xi as NodeId }
-        } else {
-            Op::Leaf
+        let op = match rg {
+            true => Op::unary(&RELU_MASKED, xi),
+            false => Op::LEAF,
         };
         let out = match self.push_node(Node::new(xn.shape, xn.data, op, rule, rg, saved)) {
             Ok(t) => t,
@@ -178,18 +195,74 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// relu_'s backward rule, recorded by [`Graph::relu_`].
     fn relu_masked_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::ReluMasked { x } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        let x = g.record(i, &RELU_MASKED)?.input(0);
+        // The output gradient, masked in place, becomes the input's when it has none yet.
+        let mask = g.nodes[i].saved;
+        if g.pass_grad_in_place(i, x, |g, gy| {
+            g.exec([mask], gy, |[m], gy| c::relu_mask_in_place(gy, m))
+        })? {
+            return Ok(());
+        }
         g.relu_masked_backward(i, x)
     }
 
     fn relu_masked_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let mask = self.nodes[i].saved;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, mask], gx, |[gy, m], gx| c::relu_masked_backward(gy, m, gx))?;
         }
         Ok(())
+    }
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    fn relu_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.relu(need("relu", t, 0)?)
+    }
+
+    fn leaky_relu_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let slope = real(a, "negative_slope", 0.01)? as f32;
+        g.leaky_relu(need("leaky_relu", t, 0)?, slope)
+    }
+
+    fn sigmoid_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.sigmoid(need("sigmoid", t, 0)?)
+    }
+
+    fn tanh_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.tanh(need("tanh", t, 0)?)
+    }
+
+    /// relu by name.
+    pub(crate) const RELU_SPEC: OpSpec<S, N> = OpSpec {
+        name: "relu",
+        inputs: &["input"],
+        call: Self::relu_call,
+    };
+    /// leaky_relu by name (`negative_slope`, default 0.01).
+    pub(crate) const LEAKY_RELU_SPEC: OpSpec<S, N> = OpSpec {
+        name: "leaky_relu",
+        inputs: &["input"],
+        call: Self::leaky_relu_call,
+    };
+    /// sigmoid by name.
+    pub(crate) const SIGMOID_SPEC: OpSpec<S, N> = OpSpec {
+        name: "sigmoid",
+        inputs: &["input"],
+        call: Self::sigmoid_call,
+    };
+    /// tanh by name.
+    pub(crate) const TANH_SPEC: OpSpec<S, N> = OpSpec {
+        name: "tanh",
+        inputs: &["input"],
+        call: Self::tanh_call,
+    };
+}
+
+impl<S: Scalar, const N: usize> NoGrad<'_, '_, S, N> {
+    /// [`Graph::relu_`] without gradients (no mask is saved).
+    pub fn relu_(&mut self, x: Tensor) -> Result<Tensor> {
+        self.g.relu_with_(x, None)
     }
 }

@@ -1,9 +1,10 @@
 //! conv2d: `torch.nn.functional.conv2d` with stride, padding, dilation and groups
 //! (depthwise is `groups == in_channels`).
 
+use super::registry::{need, opt, pair, uint, Attrs, OpSpec};
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{word, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Packed, Params, Tensor};
 use crate::kernels::conv::ConvGeom;
 use crate::kernels::KernelSet;
 use crate::scalar::Scalar;
@@ -45,6 +46,38 @@ impl Conv2dParams {
 }
 
 const OP: &str = "conv2d";
+
+/// conv2d's records: backward reads the input's data (for the weight gradient).
+pub(crate) static CONV2D: OpKind = OpKind {
+    name: OP,
+    reads_inputs: 0b001,
+    reads_output: false,
+};
+
+impl Packed for Conv2dParams {
+    fn pack(&self, op: &'static str) -> Result<Params> {
+        let p = self;
+        Ok([
+            word(p.stride[0], op)?,
+            word(p.stride[1], op)?,
+            word(p.padding[0], op)?,
+            word(p.padding[1], op)?,
+            word(p.dilation[0], op)?,
+            word(p.dilation[1], op)?,
+        ])
+    }
+
+    /// All but `groups`, which is `in_channels / weight.dim(1)` (the rule sets it).
+    fn unpack(w: &Params) -> Self {
+        let u = |k: usize| w[k] as usize;
+        Conv2dParams {
+            stride: [u(0), u(1)],
+            padding: [u(2), u(3)],
+            dilation: [u(4), u(5)],
+            groups: 1,
+        }
+    }
+}
 
 /// Validates shapes and parameters and returns the kernel geometry.
 pub(crate) fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &Conv2dParams) -> Result<ConvGeom> {
@@ -145,14 +178,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let bn = bi.map(|i| self.nodes[i]);
         let g = geometry(xn.shape, wn.shape, bn.map(|b| b.shape), &p)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi), Some(wi), bi]);
-        let op = Op::Conv2d {
-            x: xi as NodeId,
-            w: wi as NodeId,
-            b: bi.map(|i| i as NodeId),
-            p,
+        let op = match rg {
+            true => Op::new(&CONV2D, [Some(xi), Some(wi), bi], p.pack(OP)?),
+            false => Op::LEAF,
         };
         let shape = Shape::nchw(g.n, g.c_out, g.oh, g.ow)?;
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rule, rg, 0)?;
+        let out = self.push(shape, op, rule, rg, 0)?;
         let (y, bspan) = (self.nodes[out.id as usize].data, bn.map(|b| b.data));
         let reads = [xn.data, wn.data, bspan.unwrap_or_default()];
         self.exec(reads, y, |[x, w, b], y| {
@@ -163,9 +194,19 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// conv2d's backward rule, recorded by [`Graph::conv2d`].
     fn conv2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Conv2d { x, w, b, p } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        g.record(i, &CONV2D)?;
+        // Fused SGD may let the weight kernels add into the parameters directly.
+        g.with_direct_params(i, Self::conv2d_general)
+    }
+
+    /// conv2d's backward into the gradients its record's inputs have.
+    fn conv2d_general(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let op = g.record(i, &CONV2D)?;
+        let (x, w, b) = (op.input(0), op.input(1), op.opt_input(2));
+        let mut p = Conv2dParams::unpack(&op.params);
+        // Validated when recorded: the weight holds in_channels / groups channels.
+        let cin_g = g.nodes[w as usize].shape.dim(1).max(1);
+        p.groups = g.nodes[x as usize].shape.dim(1) / cin_g;
         g.conv2d_backward(i, x, w, b, p)
     }
 
@@ -177,7 +218,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         b: Option<NodeId>,
         p: Conv2dParams,
     ) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let g = geometry(xn.shape, wn.shape, None, &p)?;
         if let Some(gx) = self.grad_of(x) {
@@ -194,5 +235,30 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             self.exec([gy], gb, |[gy], gb| S::Kernels::conv2d_backward_bias(&g, gy, gb))?;
         }
         Ok(())
+    }
+
+    /// conv2d called by name (`stride`, `padding`, `dilation`, `groups`).
+    fn conv2d_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let p = Conv2dParams {
+            stride: pair(a, OP, "stride", 1)?,
+            padding: pair(a, OP, "padding", 0)?,
+            dilation: pair(a, OP, "dilation", 1)?,
+            groups: uint(a, OP, "groups", 1)?,
+        };
+        g.conv2d(need(OP, t, 0)?, need(OP, t, 1)?, opt(t, 2), p)
+    }
+
+    /// conv2d by name.
+    pub(crate) const CONV2D_SPEC: OpSpec<S, N> = OpSpec {
+        name: OP,
+        inputs: &["input", "weight", "bias"],
+        call: Self::conv2d_call,
+    };
+}
+
+impl<S: Scalar, const N: usize> NoGrad<'_, '_, S, N> {
+    /// [`Graph::conv2d`] without gradients.
+    pub fn conv2d(&mut self, x: Tensor, w: Tensor, b: Option<Tensor>, p: Conv2dParams) -> Result<Tensor> {
+        self.g.conv2d_with(x, w, b, p, None)
     }
 }

@@ -1,18 +1,31 @@
 //! add and mul of two tensors of the same shape. A tensor used on both sides gets
 //! both contributions, since gradients accumulate with `+=`.
 
+use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{BackwardFn, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::{grad_map, zip_map};
 use crate::scalar::Scalar;
+
+/// add's records: backward reads no data.
+static ADD: OpKind = OpKind {
+    name: "add",
+    reads_inputs: 0,
+    reads_output: false,
+};
+/// mul's records: backward reads both inputs' data.
+static MUL: OpKind = OpKind {
+    name: "mul",
+    reads_inputs: 0b011,
+    reads_output: false,
+};
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn binary(
         &mut self,
-        name: &'static str,
+        kind: &'static OpKind,
         a: Tensor,
         b: Tensor,
-        op: impl FnOnce(NodeId, NodeId) -> Op,
         rule: BackwardFn<S, N>,
         f: impl Fn(S, S) -> S,
     ) -> Result<Tensor> {
@@ -20,17 +33,16 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (an, bn) = (self.nodes[ai], self.nodes[bi]);
         if an.shape != bn.shape {
             return Err(Error::ShapeMismatch {
-                op: name,
+                op: kind.name,
                 what: "operands must have the same shape; element counts",
                 expected: an.shape.numel(),
                 found: bn.shape.numel(),
             });
         }
         let rg = self.needs_grad(&[Some(ai), Some(bi)]);
-        let op = if rg {
-            op(ai as NodeId, bi as NodeId)
-        } else {
-            Op::Leaf
+        let op = match rg {
+            true => Op::new(kind, [Some(ai), Some(bi), None], NO_PARAMS),
+            false => Op::LEAF,
         };
         let out = self.push(an.shape, op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
@@ -40,19 +52,17 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `a + b`.
     pub fn add(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary("add", a, b, |a, b| Op::Add { a, b }, Self::add_rule, |x, y| x + y)
+        self.binary(&ADD, a, b, Self::add_rule, |x, y| x + y)
     }
 
     /// add's backward rule, recorded by [`Graph::add`].
     fn add_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Add { a, b } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.add_backward(i, a, b)
+        let op = g.record(i, &ADD)?;
+        g.add_backward(i, op.input(0), op.input(1))
     }
 
     fn add_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         for x in [a, b] {
             if let Some(gx) = self.grad_of(x) {
                 self.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| g))?;
@@ -63,19 +73,17 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `a * b`, element by element.
     pub fn mul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary("mul", a, b, |a, b| Op::Mul { a, b }, Self::mul_rule, |x, y| x * y)
+        self.binary(&MUL, a, b, Self::mul_rule, |x, y| x * y)
     }
 
     /// mul's backward rule, recorded by [`Graph::mul`].
     fn mul_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Mul { a, b } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.mul_backward(i, a, b)
+        let op = g.record(i, &MUL)?;
+        g.mul_backward(i, op.input(0), op.input(1))
     }
 
     fn mul_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (ad, bd) = (self.nodes[a as usize].data, self.nodes[b as usize].data);
         for (x, other) in [(a, bd), (b, ad)] {
             if let Some(gx) = self.grad_of(x) {
@@ -84,4 +92,25 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         Ok(())
     }
+
+    fn add_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.add(need("add", t, 0)?, need("add", t, 1)?)
+    }
+
+    fn mul_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.mul(need("mul", t, 0)?, need("mul", t, 1)?)
+    }
+
+    /// add by name.
+    pub(crate) const ADD_SPEC: OpSpec<S, N> = OpSpec {
+        name: "add",
+        inputs: &["input", "other"],
+        call: Self::add_call,
+    };
+    /// mul by name.
+    pub(crate) const MUL_SPEC: OpSpec<S, N> = OpSpec {
+        name: "mul",
+        inputs: &["input", "other"],
+        call: Self::mul_call,
+    };
 }

@@ -2,14 +2,38 @@
 //! bilinear; the op behind progressive resizing.
 
 use super::expect_rank;
+use super::registry::{flag, need, pair, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 pub use crate::kernels::resize::InterpMode;
 use crate::kernels::resize::{self as k, ResizeGeom};
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
 const OP: &str = "interpolate";
+
+/// interpolate's records: backward reads no data; the mode is parameter word 0.
+static INTERPOLATE: OpKind = OpKind {
+    name: OP,
+    reads_inputs: 0,
+    reads_output: false,
+};
+
+fn mode_word(mode: InterpMode) -> u32 {
+    match mode {
+        InterpMode::Nearest => 0,
+        InterpMode::Bilinear { align_corners } => 1 + align_corners as u32,
+    }
+}
+
+fn word_mode(w: u32) -> InterpMode {
+    match w {
+        0 => InterpMode::Nearest,
+        _ => InterpMode::Bilinear {
+            align_corners: w == 2,
+        },
+    }
+}
 
 pub(crate) fn geometry(x: Shape, size: [usize; 2], mode: InterpMode) -> Result<ResizeGeom> {
     expect_rank(OP, "input rank (N, C, H, W)", x.rank(), 4)?;
@@ -58,12 +82,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xn = self.nodes[xi];
         let g = geometry(xn.shape, size, mode)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
-        let op = Op::Interpolate {
-            x: xi as NodeId,
-            mode,
+        let mut params = NO_PARAMS;
+        params[0] = mode_word(mode);
+        let op = match rg {
+            true => Op::new(&INTERPOLATE, [Some(xi), None, None], params),
+            false => Op::LEAF,
         };
         let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rule, rg, 0)?;
+        let out = self.push(shape, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| k::resize_forward(&g, x, y))?;
         Ok(out)
@@ -71,19 +97,49 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// interpolate's backward rule, recorded by [`Graph::interpolate`].
     fn interpolate_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Interpolate { x, mode } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.interpolate_backward(i, x, mode)
+        let op = g.record(i, &INTERPOLATE)?;
+        g.interpolate_backward(i, op.input(0), word_mode(op.params[0]))
     }
 
     fn interpolate_backward(&mut self, i: usize, x: NodeId, mode: InterpMode) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let ys = self.nodes[i].shape;
         let g = geometry(self.nodes[x as usize].shape, [ys.dim(2), ys.dim(3)], mode)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy], gx, |[gy], gx| k::resize_backward(&g, gy, gx))?;
         }
         Ok(())
+    }
+
+    /// interpolate called by name: `size` `[h, w]`, `mode` (`nearest` or `bilinear`;
+    /// anything but a string is the default), `align_corners`.
+    fn interpolate_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let size = pair(a, OP, "size", 0)?;
+        let mode = match a.string("mode")?.unwrap_or("nearest") {
+            "nearest" => InterpMode::Nearest,
+            "bilinear" => InterpMode::Bilinear {
+                align_corners: flag(a, "align_corners", false)?,
+            },
+            _ => {
+                return Err(Error::Unsupported {
+                    op: "interpolate mode",
+                })
+            }
+        };
+        g.interpolate(need(OP, t, 0)?, size, mode)
+    }
+
+    /// interpolate by name.
+    pub(crate) const INTERPOLATE_SPEC: OpSpec<S, N> = OpSpec {
+        name: OP,
+        inputs: &["input"],
+        call: Self::interpolate_call,
+    };
+}
+
+impl<S: Scalar, const N: usize> NoGrad<'_, '_, S, N> {
+    /// [`Graph::interpolate`] without gradients.
+    pub fn interpolate(&mut self, x: Tensor, size: [usize; 2], mode: InterpMode) -> Result<Tensor> {
+        self.g.interpolate_with(x, size, mode, None)
     }
 }

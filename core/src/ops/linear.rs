@@ -1,14 +1,22 @@
 //! linear: `y = x w^T + b`, `torch.nn.functional.linear` on `[B, I]` inputs.
 
 use super::expect_rank;
+use super::registry::{need, opt, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::linear as k;
 use crate::kernels::KernelSet;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
 const OP: &str = "linear";
+
+/// linear's records: backward reads the input's data (for the weight gradient).
+pub(crate) static LINEAR: OpKind = OpKind {
+    name: OP,
+    reads_inputs: 0b001,
+    reads_output: false,
+};
 
 fn sizes(x: Shape, w: Shape, b: Option<Shape>) -> Result<(usize, usize, usize)> {
     expect_rank(OP, "input rank (batch, features)", x.rank(), 2)?;
@@ -44,18 +52,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let bn = bi.map(|i| self.nodes[i]);
         let (batch, inp, out_f) = sizes(xn.shape, wn.shape, bn.map(|b| b.shape))?;
         let rg = self.needs_grad(&[Some(xi), Some(wi), bi]);
-        let op = Op::Linear {
-            x: xi as NodeId,
-            w: wi as NodeId,
-            b: bi.map(|i| i as NodeId),
+        let op = match rg {
+            true => Op::new(&LINEAR, [Some(xi), Some(wi), bi], NO_PARAMS),
+            false => Op::LEAF,
         };
-        let out = self.push(
-            Shape::new(&[batch, out_f])?,
-            if rg { op } else { Op::Leaf },
-            Some(Self::linear_rule),
-            rg,
-            0,
-        )?;
+        let out = self.push(Shape::new(&[batch, out_f])?, op, Some(Self::linear_rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let bspan = bn.map(|b| b.data);
         self.exec(
@@ -68,14 +69,19 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// linear's backward rule, recorded by [`Graph::linear`].
     fn linear_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Linear { x, w, b } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.linear_backward(i, x, w, b)
+        g.record(i, &LINEAR)?;
+        // Fused SGD may let the weight kernels add into the parameters directly.
+        g.with_direct_params(i, Self::linear_general)
+    }
+
+    /// linear's backward into the gradients its record's inputs have.
+    fn linear_general(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let op = g.record(i, &LINEAR)?;
+        g.linear_backward(i, op.input(0), op.input(1), op.opt_input(2))
     }
 
     fn linear_backward(&mut self, i: usize, x: NodeId, w: NodeId, b: Option<NodeId>) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;
         if let Some(gx) = self.grad_of(x) {
@@ -93,4 +99,16 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         Ok(())
     }
+
+    /// linear called by name.
+    fn linear_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.linear(need(OP, t, 0)?, need(OP, t, 1)?, opt(t, 2))
+    }
+
+    /// linear by name.
+    pub(crate) const LINEAR_SPEC: OpSpec<S, N> = OpSpec {
+        name: OP,
+        inputs: &["input", "weight", "bias"],
+        call: Self::linear_call,
+    };
 }

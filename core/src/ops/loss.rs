@@ -2,17 +2,41 @@
 //! Both return a scalar (shape `[]`), as PyTorch does.
 
 use super::expect_rank;
+use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::grad_map;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
+
+/// cross_entropy's records: backward reads the softmax and targets it saved.
+static CROSS_ENTROPY: OpKind = OpKind {
+    name: "cross_entropy",
+    reads_inputs: 0,
+    reads_output: false,
+};
+/// mse_loss's records: backward reads both inputs' data.
+static MSE_LOSS: OpKind = OpKind {
+    name: "mse_loss",
+    reads_inputs: 0b011,
+    reads_output: false,
+};
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Mean cross-entropy of `logits: [B, C]` against class indices `targets` (one per
     /// row, each below `C`). Saves the softmax and the targets for backward. A meta
     /// graph accepts empty `targets`.
     pub fn cross_entropy(&mut self, logits: Tensor, targets: &[usize]) -> Result<Tensor> {
+        self.cross_entropy_by(logits, targets.len(), targets.iter().copied())
+    }
+
+    /// [`Graph::cross_entropy`] with the `n_targets` targets of `targets`.
+    fn cross_entropy_by(
+        &mut self,
+        logits: Tensor,
+        n_targets: usize,
+        targets: impl Iterator<Item = usize> + Clone,
+    ) -> Result<Tensor> {
         const OP: &str = "cross_entropy";
         let li = self.id(logits)?;
         let ln = self.nodes[li];
@@ -27,16 +51,16 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         let meta = self.arena.is_meta();
-        if !(meta && targets.is_empty()) {
-            if targets.len() != b {
+        if !(meta && n_targets == 0) {
+            if n_targets != b {
                 return Err(Error::ShapeMismatch {
                     op: OP,
                     what: "number of targets vs batch",
                     expected: b,
-                    found: targets.len(),
+                    found: n_targets,
                 });
             }
-            if let Some(&t) = targets.iter().find(|&&t| t >= c) {
+            if let Some(t) = targets.clone().find(|&t| t >= c) {
                 return Err(Error::InvalidParam {
                     op: OP,
                     what: "target class index out of range",
@@ -45,10 +69,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             }
         }
         let rg = self.needs_grad(&[Some(li)]);
-        let op = if rg {
-            Op::CrossEntropy { logits: li as NodeId }
-        } else {
-            Op::Leaf
+        let op = match rg {
+            true => Op::unary(&CROSS_ENTROPY, li),
+            false => Op::LEAF,
         };
         let saved = if rg { b * c + b } else { 0 };
         let out = self.push(Shape::scalar(), op, Some(Self::cross_entropy_rule), rg, saved)?;
@@ -56,7 +79,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if !meta {
             let ([x], y, sv) = self.arena.views2([ln.data], node.data, node.saved)?;
             let mut total = S::acc_zero();
-            for (row, &t) in x.chunks_exact(c).zip(targets) {
+            for (row, t) in x.chunks_exact(c).zip(targets.clone()) {
                 // log-sum-exp around the row maximum: no overflow for large logits.
                 let m = row.iter().copied().fold(S::MIN, |a, v| if v > a { v } else { a });
                 let mut sum = S::acc_zero();
@@ -71,7 +94,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             }
             if rg {
                 let (probs, tsave) = sv.split_at_mut(b * c);
-                for ((prow, row), (ts, &t)) in probs
+                for ((prow, row), (ts, t)) in probs
                     .chunks_exact_mut(c)
                     .zip(x.chunks_exact(c))
                     .zip(tsave.iter_mut().zip(targets))
@@ -94,15 +117,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// cross_entropy's backward rule, recorded by [`Graph::cross_entropy`].
     fn cross_entropy_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::CrossEntropy { logits } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        let logits = g.record(i, &CROSS_ENTROPY)?.input(0);
         g.cross_entropy_backward(i, logits)
     }
 
     fn cross_entropy_backward(&mut self, i: usize, logits: NodeId) -> Result<()> {
         let node = self.nodes[i];
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let ln = self.nodes[logits as usize];
         let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
         if let Some(gx) = self.grad_of(logits) {
@@ -144,13 +165,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         let rg = self.needs_grad(&[Some(xi), Some(ti)]);
-        let op = if rg {
-            Op::MseLoss {
-                x: xi as NodeId,
-                t: ti as NodeId,
-            }
-        } else {
-            Op::Leaf
+        let op = match rg {
+            true => Op::new(&MSE_LOSS, [Some(xi), Some(ti), None], NO_PARAMS),
+            false => Op::LEAF,
         };
         let out = self.push(Shape::scalar(), op, Some(Self::mse_loss_rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
@@ -166,14 +183,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// mse_loss's backward rule, recorded by [`Graph::mse_loss`].
     fn mse_loss_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::MseLoss { x, t } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.mse_loss_backward(i, x, t)
+        let op = g.record(i, &MSE_LOSS)?;
+        g.mse_loss_backward(i, op.input(0), op.input(1))
     }
 
     fn mse_loss_backward(&mut self, i: usize, x: NodeId, t: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let (xn, tn) = (self.nodes[x as usize], self.nodes[t as usize]);
         let n = xn.shape.numel();
         let g0 = if self.arena.is_meta() {
@@ -191,4 +206,49 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         Ok(())
     }
+
+    /// cross_entropy called by name: the class indices are the integer list `target`.
+    fn cross_entropy_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        const OP: &str = "cross_entropy";
+        let n = a.ints("target", &mut [])?.ok_or(Error::InvalidParam {
+            op: OP,
+            what: "missing input tensor target",
+            value: 0,
+        })?;
+        for k in 0..n {
+            let v = a.float_at("target", k)?.unwrap_or(-1.0);
+            // A whole number in 0..=u32::MAX (NaN fails the last test).
+            if v < 0.0 || v > u32::MAX as f64 || (v as u32) as f64 != v {
+                return Err(Error::InvalidParam {
+                    op: OP,
+                    what: "target class index out of range",
+                    value: v as i64,
+                });
+            }
+        }
+        let class = |k| {
+            a.float_at("target", k)
+                .ok()
+                .flatten()
+                .map_or(usize::MAX, |v| v as usize)
+        };
+        g.cross_entropy_by(need(OP, t, 0)?, n, (0..n).map(class))
+    }
+
+    fn mse_loss_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.mse_loss(need("mse_loss", t, 0)?, need("mse_loss", t, 1)?)
+    }
+
+    /// cross_entropy by name.
+    pub(crate) const CROSS_ENTROPY_SPEC: OpSpec<S, N> = OpSpec {
+        name: "cross_entropy",
+        inputs: &["input"],
+        call: Self::cross_entropy_call,
+    };
+    /// mse_loss by name.
+    pub(crate) const MSE_LOSS_SPEC: OpSpec<S, N> = OpSpec {
+        name: "mse_loss",
+        inputs: &["input", "target"],
+        call: Self::mse_loss_call,
+    };
 }

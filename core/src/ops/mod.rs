@@ -1,10 +1,50 @@
-//! Ops: one file per family, each a set of `Graph` methods holding the op's
-//! validation, shape rule, forward call and backward rule side by side.
+//! Ops: one file per op family, each holding its ops' validation, shape rule, forward
+//! call, backward rule and entry points side by side.
 //!
 //! Every op follows the same steps: look up the inputs (stale handles are refused),
 //! validate sizes with checked arithmetic, record the output (tape room and arena
 //! space are checked before anything is written), then run the kernel unless the
 //! graph only plans.
+//!
+//! # How to add an op
+//!
+//! An op lives in its own file here (or beside its family, as `tanh` in
+//! `activation.rs`), plus one registration line; its kernel lives under `kernels/`.
+//! Take `activation.rs` (one input, no parameters) or `conv.rs` (three inputs,
+//! parameters) as the model. The file holds:
+//!
+//! 1. **Its record kind**: a `static` `OpKind` (`graph/node.rs`) with the
+//!    PyTorch name and what its backward reads (`reads_inputs` bits for inputs whose
+//!    data must outlive the forward, `reads_output` for its own output); memory
+//!    reclamation frees everything else early.
+//! 2. **Its parameters**, if backward needs them: `impl Packed for MyParams` packing
+//!    them into the record's six words (`Params`) and back.
+//! 3. **The `Graph` method** (`pub fn my_op(&mut self, ..) -> Result<Tensor>`): look up
+//!    the inputs with `self.id`, validate, decide `rg = self.needs_grad(..)`, build
+//!    `Op::new(&MY_OP, inputs, params)` (or `Op::LEAF` when `!rg`), `self.push` the
+//!    output with the rule, and run the kernel through `self.exec` (nothing runs in a
+//!    meta graph).
+//! 4. **Its backward rule** (`fn my_op_rule(g: &mut Graph<'_, S, N>, i: usize)`): read
+//!    the record with `g.record(i, &MY_OP)`, get the output gradient with
+//!    `g.grads_for(i)` (which gives each input that needs one a gradient), and
+//!    accumulate into `g.grad_of(input)` through `g.exec`. The backward walk calls
+//!    it and nothing else; rules may hand their gradient over in place
+//!    (`pass_grad_in_place`) or update parameters directly under fused SGD
+//!    (`with_direct_params`).
+//! 5. **Its no-grad form**, if frozen layers use it: a method in an
+//!    `impl NoGrad { .. }` block in the same file, calling the op's `_with` form with
+//!    no rule, so a program that only calls that links no backward code.
+//! 6. **Its by-name entry**: `fn my_op_call(g, inputs, attrs)` reading its keyword
+//!    parameters from [`registry::Attrs`] (PyTorch's names and defaults), and a
+//!    `pub(crate) const MY_OP_SPEC: OpSpec` with its `torch.nn.functional` name and
+//!    input names.
+//!
+//! The one line elsewhere: `Graph::MY_OP_SPEC,` in [`OpSpec::ALL`] below. That makes
+//! it callable from the conformance door (`tests/src/conformance.rs` dispatches by
+//! name) and from anything else that calls ops by name. Its tests: cases in the golden
+//! script (`tests/golden/make_golden.py`) and a gradient check. A layer for
+//! [`crate::nn::Sequential`] is one more variant of [`crate::nn::Layer`] (its
+//! `forward` and `name` arms) when the op is one.
 
 pub mod activation;
 pub mod conv;
@@ -15,12 +55,36 @@ pub mod loss;
 pub mod pad;
 pub mod pool;
 pub mod qconv;
+pub mod registry;
 pub mod reshape;
 
 use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::scalar::Scalar;
+use registry::OpSpec;
+
+impl<S: Scalar, const N: usize> OpSpec<S, N> {
+    /// Every op that can be called by name ([`OpSpec::find`]): one line per op.
+    pub const ALL: &'static [OpSpec<S, N>] = &[
+        Graph::CONV2D_SPEC,
+        Graph::LINEAR_SPEC,
+        Graph::MAX_POOL2D_SPEC,
+        Graph::AVG_POOL2D_SPEC,
+        Graph::ADAPTIVE_AVG_POOL2D_SPEC,
+        Graph::RELU_SPEC,
+        Graph::LEAKY_RELU_SPEC,
+        Graph::SIGMOID_SPEC,
+        Graph::TANH_SPEC,
+        Graph::ADD_SPEC,
+        Graph::MUL_SPEC,
+        Graph::FLATTEN_SPEC,
+        Graph::CROSS_ENTROPY_SPEC,
+        Graph::MSE_LOSS_SPEC,
+        Graph::PAD_SPEC,
+        Graph::INTERPOLATE_SPEC,
+    ];
+}
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Runs `f` on `R` read views and one write view, unless the graph only plans.

@@ -2,8 +2,9 @@
 //! pads crop) and crop (a window of the spatial dims, as a negative pad).
 
 use super::expect_rank;
+use super::registry::{need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{Graph, NodeId, Op, OpKind, Packed, Params, Tensor, NO_PARAMS};
 pub use crate::kernels::pad::PadMode;
 use crate::kernels::pad::{self as k, PadGeom};
 use crate::scalar::Scalar;
@@ -20,6 +21,38 @@ pub struct PadParams {
     pub mode: PadMode,
     /// Constant mode only: the fill value.
     pub value: f32,
+}
+
+/// pad's records: backward reads no data.
+static PAD: OpKind = OpKind {
+    name: OP,
+    reads_inputs: 0,
+    reads_output: false,
+};
+
+impl Packed for PadParams {
+    fn pack(&self, op: &'static str) -> Result<Params> {
+        let mut w = NO_PARAMS;
+        for (d, &v) in w.iter_mut().zip(&self.pad) {
+            *d = i32::try_from(v).map_err(|_| Error::Overflow { op })? as u32;
+        }
+        w[4] = self.mode as u32;
+        w[5] = self.value.to_bits();
+        Ok(w)
+    }
+
+    fn unpack(w: &Params) -> Self {
+        let mode = match w[4] {
+            0 => PadMode::Constant,
+            1 => PadMode::Reflect,
+            _ => PadMode::Replicate,
+        };
+        PadParams {
+            pad: [0, 1, 2, 3].map(|k| w[k] as i32 as isize),
+            mode,
+            value: f32::from_bits(w[5]),
+        }
+    }
 }
 
 /// One padded dimension: the output length, checked.
@@ -76,9 +109,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xn = self.nodes[xi];
         let g = geometry(xn.shape, &p)?;
         let rg = self.needs_grad(&[Some(xi)]);
-        let op = Op::Pad { x: xi as NodeId, p };
+        let op = match rg {
+            true => Op::new(&PAD, [Some(xi), None, None], p.pack(OP)?),
+            false => Op::LEAF,
+        };
         let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, Some(Self::pad_rule), rg, 0)?;
+        let out = self.push(shape, op, Some(Self::pad_rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let v = S::from_f32(p.value);
         self.exec([xn.data], y, |[x], y| k::pad_forward(&g, v, x, y))?;
@@ -128,18 +164,49 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// pad's backward rule, recorded by [`Graph::pad`].
     fn pad_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Pad { x, p } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.pad_backward(i, x, p)
+        let op = g.record(i, &PAD)?;
+        g.pad_backward(i, op.input(0), PadParams::unpack(&op.params))
     }
 
     fn pad_backward(&mut self, i: usize, x: NodeId, p: PadParams) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let g = geometry(self.nodes[x as usize].shape, &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy], gx, |[gy], gx| k::pad_backward(&g, gy, gx))?;
         }
         Ok(())
     }
+
+    /// pad called by name: `pad` `[left, right, top, bottom]` (negative crops), `mode`
+    /// (`constant`, `reflect`, `replicate`; anything but a string is the default),
+    /// `value`.
+    fn pad_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let mut list = [0i64; 4];
+        if a.ints("pad", &mut list)? != Some(4) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "pad must be [left, right, top, bottom]",
+                value: 0,
+            });
+        }
+        let mut pad = [0isize; 4];
+        for (d, &v) in pad.iter_mut().zip(&list) {
+            *d = isize::try_from(v).map_err(|_| Error::Overflow { op: OP })?;
+        }
+        let mode = match a.string("mode")?.unwrap_or("constant") {
+            "constant" => PadMode::Constant,
+            "reflect" => PadMode::Reflect,
+            "replicate" => PadMode::Replicate,
+            _ => return Err(Error::Unsupported { op: "pad mode" }),
+        };
+        let value = real(a, "value", 0.0)? as f32;
+        g.pad(need(OP, t, 0)?, PadParams { pad, mode, value })
+    }
+
+    /// pad by name.
+    pub(crate) const PAD_SPEC: OpSpec<S, N> = OpSpec {
+        name: OP,
+        inputs: &["input"],
+        call: Self::pad_call,
+    };
 }

@@ -1,8 +1,9 @@
 //! max_pool2d, avg_pool2d and adaptive_avg_pool2d (`torch.nn.functional` semantics).
 
+use super::registry::{flag, need, pair, Attrs, OpSpec};
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{word, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Packed, Params, Tensor};
 use crate::kernels::pool::max as c;
 use crate::kernels::pool::{self as k, PoolGeom};
 use crate::scalar::Scalar;
@@ -35,6 +36,53 @@ impl Pool2dParams {
         }
     }
 }
+
+/// The top bit of a packed padding word: padding is at most half a kernel that fits
+/// in a word, so it never uses that bit.
+const FLAG: u32 = 1 << 31;
+const PAD: u32 = FLAG - 1;
+
+/// Packed after validation (padding at most half the kernel size): the two flags ride
+/// in the padding words' top bits.
+impl Packed for Pool2dParams {
+    fn pack(&self, op: &'static str) -> Result<Params> {
+        let p = self;
+        let flag = |on: bool| if on { FLAG } else { 0 };
+        Ok([
+            word(p.kernel_size[0], op)?,
+            word(p.kernel_size[1], op)?,
+            word(p.stride[0], op)?,
+            word(p.stride[1], op)?,
+            word(p.padding[0], op)? | flag(p.ceil_mode),
+            word(p.padding[1], op)? | flag(p.count_include_pad),
+        ])
+    }
+
+    fn unpack(w: &Params) -> Self {
+        let u = |k: usize| w[k] as usize;
+        Pool2dParams {
+            kernel_size: [u(0), u(1)],
+            stride: [u(2), u(3)],
+            padding: [(w[4] & PAD) as usize, (w[5] & PAD) as usize],
+            ceil_mode: w[4] & FLAG != 0,
+            count_include_pad: w[5] & FLAG != 0,
+        }
+    }
+}
+
+/// A pooling op's record kind: backward reads no data (max pooling keeps packed
+/// argmax positions in the record's saved values instead).
+const fn kind(name: &'static str) -> OpKind {
+    OpKind {
+        name,
+        reads_inputs: 0,
+        reads_output: false,
+    }
+}
+
+static MAX_POOL2D: OpKind = kind("max_pool2d");
+static AVG_POOL2D: OpKind = kind("avg_pool2d");
+static ADAPTIVE_AVG_POOL2D: OpKind = kind("adaptive_avg_pool2d");
 
 fn planes(op: &'static str, x: Shape) -> Result<(usize, usize, usize)> {
     expect_rank(op, "input rank (N, C, H, W)", x.rank(), 4)?;
@@ -97,7 +145,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xn = self.nodes[xi];
         let g = geometry(OP, xn.shape, &p)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
-        let op = Op::MaxPool2d { x: xi as NodeId, p };
+        let op = match rg {
+            true => Op::new(&MAX_POOL2D, [Some(xi), None, None], p.pack(OP)?),
+            false => Op::LEAF,
+        };
         let shape = out_shape(xn.shape, &g)?;
         let taps = p.kernel_size[0] * p.kernel_size[1];
         let saved = if rg {
@@ -105,7 +156,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         } else {
             0
         };
-        let out = self.push(shape, if rg { op } else { Op::Leaf }, rule, rg, saved)?;
+        let out = self.push(shape, op, rule, rg, saved)?;
         let node = self.nodes[out.id as usize];
         if !self.arena.is_meta() {
             let ([xv], yv, iv) = self.arena.views2([xn.data], node.data, node.saved)?;
@@ -116,14 +167,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// max_pool2d's backward rule, recorded by [`Graph::max_pool2d`].
     fn max_pool2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::MaxPool2d { x, p } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.max_pool2d_backward(i, x, p)
+        let op = g.record(i, &MAX_POOL2D)?;
+        g.max_pool2d_backward(i, op.input(0), Pool2dParams::unpack(&op.params))
     }
 
     fn max_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
         let idx = self.nodes[i].saved;
         let g = geometry("max_pool2d", xn.shape, &p)?;
@@ -142,15 +191,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xn = self.nodes[xi];
         let g = geometry(OP, xn.shape, &p)?;
         let rg = self.needs_grad(&[Some(xi)]);
-        let op = Op::AvgPool2d { x: xi as NodeId, p };
+        let op = match rg {
+            true => Op::new(&AVG_POOL2D, [Some(xi), None, None], p.pack(OP)?),
+            false => Op::LEAF,
+        };
         let rule = Some(Self::avg_pool2d_rule as BackwardFn<S, N>);
-        let out = self.push(
-            out_shape(xn.shape, &g)?,
-            if rg { op } else { Op::Leaf },
-            rule,
-            rg,
-            0,
-        )?;
+        let out = self.push(out_shape(xn.shape, &g)?, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let inc = p.count_include_pad;
         self.exec([xn.data], y, |[x], y| k::avg_pool2d_forward(&g, inc, x, y))?;
@@ -159,14 +205,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// avg_pool2d's backward rule, recorded by [`Graph::avg_pool2d`].
     fn avg_pool2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::AvgPool2d { x, p } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
-        g.avg_pool2d_backward(i, x, p)
+        let op = g.record(i, &AVG_POOL2D)?;
+        g.avg_pool2d_backward(i, op.input(0), Pool2dParams::unpack(&op.params))
     }
 
     fn avg_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
         let g = geometry("avg_pool2d", xn.shape, &p)?;
         let inc = p.count_include_pad;
@@ -193,14 +237,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xn = self.nodes[xi];
         let g = adaptive_geometry(xn.shape, output_size)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
-        let op = Op::AdaptiveAvgPool2d { x: xi as NodeId };
-        let out = self.push(
-            out_shape(xn.shape, &g)?,
-            if rg { op } else { Op::Leaf },
-            rule,
-            rg,
-            0,
-        )?;
+        let op = match rg {
+            true => Op::unary(&ADAPTIVE_AVG_POOL2D, xi),
+            false => Op::LEAF,
+        };
+        let out = self.push(out_shape(xn.shape, &g)?, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| k::adaptive_avg_pool2d_forward(&g, x, y))?;
         Ok(out)
@@ -208,14 +249,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// adaptive_avg_pool2d's backward rule, recorded by [`Graph::adaptive_avg_pool2d`].
     fn adaptive_avg_pool2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::AdaptiveAvgPool2d { x } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        let x = g.record(i, &ADAPTIVE_AVG_POOL2D)?.input(0);
         g.adaptive_avg_pool2d_backward(i, x)
     }
 
     fn adaptive_avg_pool2d_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
         let ys = self.nodes[i].shape;
         let g = adaptive_geometry(xn.shape, [ys.dim(2), ys.dim(3)])?;
@@ -223,6 +262,82 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             self.exec([gy], gx, |[gy], gx| k::adaptive_avg_pool2d_backward(&g, gy, gx))?;
         }
         Ok(())
+    }
+    /// max_pool2d or avg_pool2d called by name: `kernel_size` (required), `stride`
+    /// (default: the kernel size; an empty list counts as absent), `padding`,
+    /// `ceil_mode`, `count_include_pad`.
+    fn pool_params(op: &'static str, a: &dyn Attrs) -> Result<Pool2dParams> {
+        let k = pair(a, op, "kernel_size", usize::MAX)?;
+        if k[0] == usize::MAX {
+            return Err(Error::InvalidParam {
+                op,
+                what: "kernel_size is required",
+                value: 0,
+            });
+        }
+        let mut s = [0i64; 2];
+        let stride = match a.ints("stride", &mut s) {
+            Ok(None | Some(0)) => k,
+            _ => pair(a, op, "stride", 1)?,
+        };
+        Ok(Pool2dParams {
+            kernel_size: k,
+            stride,
+            padding: pair(a, op, "padding", 0)?,
+            ceil_mode: flag(a, "ceil_mode", false)?,
+            count_include_pad: flag(a, "count_include_pad", true)?,
+        })
+    }
+
+    fn max_pool2d_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let p = Self::pool_params("max_pool2d", a)?;
+        g.max_pool2d(need("max_pool2d", t, 0)?, p)
+    }
+
+    fn avg_pool2d_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let p = Self::pool_params("avg_pool2d", a)?;
+        g.avg_pool2d(need("avg_pool2d", t, 0)?, p)
+    }
+
+    fn adaptive_avg_pool2d_call(
+        g: &mut Graph<'_, S, N>,
+        t: &[Option<Tensor>],
+        a: &dyn Attrs,
+    ) -> Result<Tensor> {
+        const OP: &str = "adaptive_avg_pool2d";
+        let size = pair(a, OP, "output_size", 1)?;
+        g.adaptive_avg_pool2d(need(OP, t, 0)?, size)
+    }
+
+    /// max_pool2d by name.
+    pub(crate) const MAX_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
+        name: "max_pool2d",
+        inputs: &["input"],
+        call: Self::max_pool2d_call,
+    };
+    /// avg_pool2d by name.
+    pub(crate) const AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
+        name: "avg_pool2d",
+        inputs: &["input"],
+        call: Self::avg_pool2d_call,
+    };
+    /// adaptive_avg_pool2d by name (`output_size`).
+    pub(crate) const ADAPTIVE_AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
+        name: "adaptive_avg_pool2d",
+        inputs: &["input"],
+        call: Self::adaptive_avg_pool2d_call,
+    };
+}
+
+impl<S: Scalar, const N: usize> NoGrad<'_, '_, S, N> {
+    /// [`Graph::max_pool2d`] without gradients (no argmax is saved).
+    pub fn max_pool2d(&mut self, x: Tensor, p: Pool2dParams) -> Result<Tensor> {
+        self.g.max_pool2d_with(x, p, None)
+    }
+
+    /// [`Graph::adaptive_avg_pool2d`] without gradients.
+    pub fn adaptive_avg_pool2d(&mut self, x: Tensor, output_size: [usize; 2]) -> Result<Tensor> {
+        self.g.adaptive_avg_pool2d_with(x, output_size, None)
     }
 }
 

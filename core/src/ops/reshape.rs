@@ -1,11 +1,19 @@
 //! reshape and flatten: views that share the input's data; their gradient is copied
 //! back element by element.
 
+use super::registry::{need, uint, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, Node, NodeId, Op, Tensor, RULE_MISMATCH};
+use crate::graph::{BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Tensor};
 use crate::kernels::elementwise::grad_map;
 use crate::scalar::Scalar;
 use crate::shape::{Shape, MAX_RANK};
+
+/// reshape's (and flatten's) records: a view, whose backward reads no data.
+static RESHAPE: OpKind = OpKind {
+    name: "reshape",
+    reads_inputs: 0,
+    reads_output: false,
+};
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// The same elements under another shape with as many elements.
@@ -33,10 +41,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         self.ensure_room()?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
-        let op = if rg {
-            Op::Reshape { x: xi as NodeId }
-        } else {
-            Op::Leaf
+        let op = match rg {
+            true => Op::unary(&RESHAPE, xi),
+            false => Op::LEAF,
         };
         let mut node = Node::new(shape, xn.data, op, rule, rg, crate::arena::Span::EMPTY);
         node.view = true;
@@ -74,17 +81,43 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// reshape's backward rule, recorded by [`Graph::reshape`].
     fn reshape_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let Op::Reshape { x } = g.nodes[i].op else {
-            return Err(RULE_MISMATCH);
-        };
+        let x = g.record(i, &RESHAPE)?.input(0);
+        // The output gradient becomes the input's as is, when the input has none yet.
+        if g.pass_grad_in_place(i, x, |_, _| Ok(()))? {
+            return Ok(());
+        }
         g.reshape_backward(i, x)
     }
 
     fn reshape_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
-        let gy = self.out_grad(i)?;
+        let gy = self.grads_for(i)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| g))?;
         }
         Ok(())
+    }
+
+    fn flatten_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let start_dim = uint(a, "flatten", "start_dim", 0)?;
+        g.flatten(need("flatten", t, 0)?, start_dim)
+    }
+
+    /// flatten by name (`start_dim`, default 0).
+    pub(crate) const FLATTEN_SPEC: OpSpec<S, N> = OpSpec {
+        name: "flatten",
+        inputs: &["input"],
+        call: Self::flatten_call,
+    };
+}
+
+impl<S: Scalar, const N: usize> NoGrad<'_, '_, S, N> {
+    /// [`Graph::reshape`] without gradients.
+    pub fn reshape(&mut self, x: Tensor, dims: &[usize]) -> Result<Tensor> {
+        self.g.reshape_with(x, dims, None)
+    }
+
+    /// [`Graph::flatten`] without gradients.
+    pub fn flatten(&mut self, x: Tensor, start_dim: usize) -> Result<Tensor> {
+        self.g.flatten_with(x, start_dim, None)
     }
 }

@@ -24,7 +24,16 @@ pub(crate) struct ParamHook<S: Scalar, const N: usize> {
     pub lr: f32,
     /// Applies and releases a finished parameter gradient.
     pub finished: HookFn<S, N>,
+    /// Runs a conv2d/linear rule with its parameters updated directly
+    /// ([`Graph::with_direct_params`]); a function pointer, so that only programs that
+    /// set such a hook link that code.
+    pub direct_update: Option<DirectFn<S, N>>,
 }
+
+/// A rule runner that may update the record's parameters directly (see
+/// [`ParamHook::direct_update`]).
+pub(crate) type DirectFn<S, const N: usize> =
+    for<'g> fn(&mut Graph<'g, S, N>, usize, crate::graph::BackwardFn<S, N>) -> Result<()>;
 
 impl<S: Scalar, const N: usize> ParamHook<S, N> {
     /// The learning rate with which a rule may update a parameter directly, if it may.
@@ -48,6 +57,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.param_hook = Some(ParamHook {
             lr,
             finished: Self::apply_sgd,
+            direct_update: Some(Self::direct_update),
         });
         Ok(())
     }

@@ -235,6 +235,19 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// no other pending use and the input gradient is fresh; otherwise `general` runs
     /// as is. One call of `general`, through a pointer, so its kernels are linked once.
     pub(crate) fn with_direct_params(&mut self, i: usize, general: BackwardFn<S, N>) -> Result<()> {
+        match self.param_hook.and_then(|h| h.direct_update) {
+            Some(direct) => direct(self, i, general),
+            None => general(self, i),
+        }
+    }
+
+    /// [`Graph::with_direct_params`] under a hook that allows direct updates: named only
+    /// by [`Graph::set_fused_sgd`], so a program that never fuses SGD does not link it.
+    pub(crate) fn direct_update(g: &mut Graph<'_, S, N>, i: usize, general: BackwardFn<S, N>) -> Result<()> {
+        g.direct_update_of(i, general)
+    }
+
+    fn direct_update_of(&mut self, i: usize, general: BackwardFn<S, N>) -> Result<()> {
         let op = self.nodes[i].op;
         let (x, params) = (op.input(0) as usize, [op.opt_input(1), op.opt_input(2)]);
         let lr = self.param_hook.and_then(|h| h.direct());

@@ -93,10 +93,12 @@ pub mod fixed;
 pub mod fmath;
 pub mod init;
 pub mod io;
+pub mod metrics;
 pub mod nn;
 pub mod ops;
 pub mod optim;
 pub mod plan;
+pub mod schedule;
 
 pub use arena::Arena;
 pub use error::{Error, Result};

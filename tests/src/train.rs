@@ -5,8 +5,10 @@
 use crate::digits::Digit;
 use std::time::Instant;
 use torchlet::init::Rng;
+use torchlet::metrics::argmax;
 use torchlet::nn::{digits_fcn, Sequential};
 use torchlet::optim::Sgd;
+use torchlet::schedule::{Decay, Schedule};
 use torchlet::{fixed, Error, Graph, Scalar};
 
 /// Loss scale for Q16.16 training: W1's activation gradients after the global average
@@ -38,11 +40,15 @@ pub struct Recipe {
 impl Recipe {
     /// The learning rate of epoch `epoch` (1-based).
     pub fn lr_at(&self, epoch: usize) -> f32 {
-        if !self.cosine {
-            return self.lr;
-        }
-        let t = (epoch - 1) as f64 / self.epochs.max(1) as f64;
-        (self.lr as f64 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())) as f32
+        let decay = if self.cosine {
+            Decay::Cosine {
+                total: self.epochs.max(1),
+                min: 0.0,
+            }
+        } else {
+            Decay::Constant
+        };
+        Schedule::new(self.lr, decay).map_or(self.lr, |s| s.lr_at(epoch.saturating_sub(1)))
     }
 }
 
@@ -117,10 +123,7 @@ pub fn accuracy<S: Scalar, const N: usize>(
         let x = g.input_with(&[1, 1, d.h, d.w], |dst| fill(dst, &[d]))?;
         let logits = model.forward(g, x)?;
         let row = g.data(logits)?;
-        let best = (0..row.len())
-            .max_by(|&a, &b| row[a].to_f32().total_cmp(&row[b].to_f32()))
-            .unwrap_or(0);
-        correct += (best == d.label as usize) as usize;
+        correct += (argmax(row) == Some(d.label as usize)) as usize;
         g.end_step();
     }
     g.set_grad_enabled(true);

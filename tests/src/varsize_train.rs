@@ -10,6 +10,7 @@ use std::time::Instant;
 use torchlet::init::Rng;
 use torchlet::nn::{digits_fcn, Sequential};
 use torchlet::optim::Sgd;
+use torchlet::schedule::{Decay, Schedule};
 use torchlet::{Graph, InterpMode, Result, Tensor};
 
 /// How samples become input tensors.
@@ -126,13 +127,8 @@ pub fn evaluate<const N: usize>(
         let ds: Vec<&Digit> = ds.iter().collect();
         let x = batch_input(g, &ds, prep, side)?;
         let logits = model.forward(g, x)?;
-        let rows = g.data(logits)?;
-        for (row, d) in rows.chunks_exact(rows.len() / ds.len()).zip(&ds) {
-            let best = (0..row.len())
-                .max_by(|&a, &b| row[a].total_cmp(&row[b]))
-                .unwrap_or(0);
-            correct += (best == d.label as usize) as usize;
-        }
+        let labels: Vec<u32> = ds.iter().map(|d| d.label as u32).collect();
+        correct += g.count_correct(logits, &labels)?;
         g.end_step();
     }
     g.set_grad_enabled(true);
@@ -180,6 +176,11 @@ pub fn train(
     // each step's gradient is the mean over `batch` samples however they are grouped
     // (one tensor, several bucket batches, or one sample at a time).
     let mut sgd = Sgd::new(&mut g, s.lr, s.momentum, 0.0)?;
+    let total = s.epochs.max(1);
+    let cosine = s
+        .cosine
+        .then(|| Schedule::new(s.lr, Decay::Cosine { total, min: 0.0 }))
+        .transpose()?;
     let shapes: Vec<(usize, usize)> = train.iter().map(|d| (d.h, d.w)).collect();
     let mut labels = Vec::with_capacity(s.batch);
     let mut out = Vec::new();
@@ -188,9 +189,8 @@ pub fn train(
             Prep::Progressive(a, b) => progressive_side(epoch, s.epochs, a, b),
             _ => 0,
         };
-        if s.cosine {
-            let t = epoch as f64 / s.epochs.max(1) as f64;
-            sgd.lr = (s.lr as f64 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())) as f32;
+        if let Some(schedule) = cosine {
+            sgd.lr = schedule.lr_at(epoch);
         }
         let steps = epoch_steps(prep, s.batch, &shapes, &mut rng);
         let (mut loss_sum, mut seen) = (0.0f64, 0usize);

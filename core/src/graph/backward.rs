@@ -72,6 +72,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         if !self.arena.is_meta() {
+            if self.param_hook.is_some() {
+                self.check_fused_start(id, seed)?;
+            }
             self.dry_run(id)?;
         }
         self.walk(id, seed)
@@ -250,8 +253,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (Some(lr), true) = (lr, direct) else {
             return general(self, i);
         };
-        self.ensure_grad(x)?;
         let gy = self.out_grad(i)?;
+        // Nothing written yet: refuse an update that could be non-finite.
+        self.check_direct(x, params, lr, gy)?;
+        self.ensure_grad(x)?;
         let neg = S::from_f32(-lr);
         self.exec([], gy, |[], g| g.iter_mut().for_each(|v| *v = *v * neg))?;
         for p in params.into_iter().flatten() {

@@ -4,6 +4,10 @@
 //! Both walk the graph's parameters in creation order; the state holds one slot per
 //! parameter element in that order. They do not clear gradients: call
 //! [`Graph::zero_grad`] before the next accumulation, as with `optimizer.zero_grad()`.
+//!
+//! A step writes nothing unless every gradient and every value it would write is
+//! finite ([`Error::NonFinite`] names the parameter otherwise), and reports Q16
+//! saturation in its [`StepReport`].
 
 use crate::arena::Span;
 use crate::error::{Error, Result};

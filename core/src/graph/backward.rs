@@ -237,6 +237,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// unchanged weights, is then scaled back by `-1/lr`. Only when the parameters have
     /// no other pending use and the input gradient is fresh; otherwise `general` runs
     /// as is. One call of `general`, through a pointer, so its kernels are linked once.
+    /// Before anything is written, an update that could be non-finite is refused
+    /// (`check_direct`).
     pub(crate) fn with_direct_params(&mut self, i: usize, general: BackwardFn<S, N>) -> Result<()> {
         let op = self.nodes[i].op;
         let (x, params) = (op.input(0) as usize, [op.opt_input(1), op.opt_input(2)]);

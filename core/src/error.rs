@@ -76,6 +76,20 @@ pub enum Error {
         /// What check failed.
         what: &'static str,
     },
+    /// A value that must be finite is NaN or infinite (an input's data, a gradient or an
+    /// update an optimizer would write): refused before anything was written.
+    NonFinite {
+        /// The call that refused it (`"input"`, `"Sgd::step"`, `"fused SGD"`, ...).
+        op: &'static str,
+        /// What was not finite.
+        what: &'static str,
+        /// The parameter it belongs to, by creation order (as
+        /// [`Graph::param_handle`](crate::Graph::param_handle)); `None` for an input,
+        /// a loss or a setting.
+        param: Option<usize>,
+        /// The first element that is not finite (0 for a single value).
+        index: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -99,6 +113,18 @@ impl fmt::Display for Error {
             Error::NoGradient { what } => write!(f, "no gradient: {what}"),
             Error::InvalidState { what } => write!(f, "invalid state: {what}"),
             Error::Corrupt { what } => write!(f, "corrupt data: {what}"),
+            Error::NonFinite {
+                op,
+                what,
+                param: Some(p),
+                index,
+            } => write!(f, "{op}: parameter {p}: {what} at element {index}"),
+            Error::NonFinite {
+                op,
+                what,
+                param: None,
+                index,
+            } => write!(f, "{op}: {what} at element {index}"),
         }
     }
 }
@@ -138,6 +164,25 @@ impl defmt::Format for Error {
             Error::NoGradient { what } => defmt::write!(f, "no gradient: {=str}", what),
             Error::InvalidState { what } => defmt::write!(f, "invalid state: {=str}", what),
             Error::Corrupt { what } => defmt::write!(f, "corrupt data: {=str}", what),
+            Error::NonFinite {
+                op,
+                what,
+                param: Some(p),
+                index,
+            } => defmt::write!(
+                f,
+                "{=str}: parameter {=usize}: {=str} at element {=usize}",
+                op,
+                p,
+                what,
+                index
+            ),
+            Error::NonFinite {
+                op,
+                what,
+                param: None,
+                index,
+            } => defmt::write!(f, "{=str}: {=str} at element {=usize}", op, what, index),
         }
     }
 }
@@ -156,6 +201,7 @@ impl Error {
             Error::NoGradient { .. } => "NoGradient",
             Error::InvalidState { .. } => "InvalidState",
             Error::Corrupt { .. } => "Corrupt",
+            Error::NonFinite { .. } => "NonFinite",
         }
     }
 }

@@ -4,11 +4,18 @@
 //! Both walk the graph's parameters in creation order; the state holds one slot per
 //! parameter element in that order. They do not clear gradients: call
 //! [`Graph::zero_grad`] before the next accumulation, as with `optimizer.zero_grad()`.
+//!
+//! A step writes nothing unless every gradient and every value it would write is
+//! finite ([`Error::NonFinite`] names the parameter otherwise), and reports Q16
+//! saturation in its [`StepReport`].
 
 use crate::arena::Span;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
+use crate::graph::{first_non_finite, Graph};
 use crate::scalar::Scalar;
+
+mod adam;
+pub use adam::Adam;
 
 /// What backward calls with a parameter whose gradient on this tape is final.
 pub(crate) type HookFn<S, const N: usize> = for<'g> fn(&mut Graph<'g, S, N>, usize) -> Result<()>;
@@ -47,9 +54,35 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// backward applies `p -= lr * grad` itself, each parameter as soon as its gradient
     /// is complete (plain SGD: no momentum, no weight decay). It saves the memory of
     /// all parameter gradients; gradients cannot be read or accumulated across
-    /// backward calls. Must be called before any parameter is created.
+    /// backward calls. Must first be called before any parameter is created; called
+    /// again later, it only changes the learning rate (a schedule).
+    ///
+    /// No value that is not finite is ever written into a parameter: a learning rate
+    /// that is not finite is refused here, and backward refuses ([`Error::NonFinite`])
+    /// a loss or seed that is not finite before it changes anything, and each
+    /// parameter's update before it is written (for conv2d and linear, whose update
+    /// goes straight into the parameters, when the bound `|lr| * max|output grad| *
+    /// max(|input|, |parameter|, 1) * terms + max|parameter|` reaches `f32::MAX / 2`;
+    /// terms are the products summed per element). Parameters are updated one at a
+    /// time during the walk, so a refusal of a later parameter leaves the ones updated
+    /// before it in that backward with their new, finite values; the first parameter
+    /// the walk reaches (in a network ending in conv2d or linear, that layer's) is
+    /// refused with nothing written.
     pub fn set_fused_sgd(&mut self, lr: f32) -> Result<()> {
-        if self.num_params() > 0 {
+        if !lr.is_finite() {
+            return Err(Error::NonFinite {
+                op: "set_fused_sgd",
+                what: "learning rate is not finite",
+                param: None,
+                index: 0,
+            });
+        }
+        let created = self.num_params() > 0;
+        if let (Some(h), true) = (self.param_hook.as_mut(), created) {
+            h.lr = lr;
+            return Ok(());
+        }
+        if created {
             return Err(Error::InvalidState {
                 what: "set_fused_sgd must be called before parameters are created",
             });
@@ -63,12 +96,28 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// Fused SGD's hook: `p -= lr * g` for parameter `j` (if it has a gradient), then
-    /// frees `g`.
+    /// frees `g`. Refused, with `p` unchanged, if a gradient or new value is not finite.
     fn apply_sgd(g: &mut Graph<'_, S, N>, j: usize) -> Result<()> {
         let (Some(gs), Some(h)) = (g.nodes[j].grad, g.param_hook) else {
             return Ok(());
         };
         let lr = S::from_f32(h.lr);
+        if S::NON_FINITE && !g.is_meta() {
+            let (ps, grs) = (g.arena.get(g.nodes[j].data), g.arena.get(gs));
+            let bad = |what, index| Error::NonFinite {
+                op: "fused SGD",
+                what,
+                param: Some(j),
+                index,
+            };
+            if let Some(e) = first_non_finite(grs) {
+                return Err(bad("gradient is not finite", e));
+            }
+            let ok = |(&p, &gr): (&S, &S)| (p - lr * gr).is_finite();
+            if let Some(e) = ps.iter().zip(grs).position(|pg| !ok(pg)) {
+                return Err(bad("update is not finite", e));
+            }
+        }
         g.exec([gs], g.nodes[j].data, |[gr], p| {
             for (p, &gr) in p.iter_mut().zip(gr) {
                 *p = *p - lr * gr;
@@ -80,8 +129,35 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 }
 
+/// What a successful optimizer step reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// Whether fixed-point arithmetic saturated (clamped to its range) since the
+    /// previous step: in this step's forward, backward or update. The step reads and
+    /// clears the flag ([`crate::fixed::take_saturated`]); always `false` for `f32`.
+    pub saturated: bool,
+}
+
+impl StepReport {
+    fn taken() -> Self {
+        StepReport {
+            saturated: crate::fixed::take_saturated(),
+        }
+    }
+}
+
+/// The refusal of an optimizer step: `what` of parameter `j` at element `index`.
+fn non_finite(op: &'static str, what: &'static str, j: usize, index: usize) -> Error {
+    Error::NonFinite {
+        op,
+        what,
+        param: Some(j),
+        index,
+    }
+}
+
 fn param_elems<S: Scalar, const N: usize>(g: &Graph<'_, S, N>) -> usize {
-    g.param_spans().map(|(d, _)| d.len).sum()
+    g.param_spans().map(|(_, d, _)| d.len).sum()
 }
 
 fn check_state(op: &'static str, expected: usize, found: usize) -> Result<()> {
@@ -155,10 +231,14 @@ impl Sgd {
     }
 
     /// `p -= lr * v`, `v = momentum * v + (grad + weight_decay * p)`.
-    pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<()> {
+    ///
+    /// Refused with [`Error::NonFinite`] (naming the parameter and element) when a
+    /// gradient, momentum value or new parameter value would not be finite; nothing is
+    /// written then, parameters and momentum stay bit for bit as they were.
+    pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<StepReport> {
         check_state("Sgd::step", self.elems, param_elems(g))?;
         if g.is_meta() {
-            return Ok(());
+            return Ok(StepReport::default());
         }
         let (lr, mom, wd) = (
             S::from_f32(self.lr),
@@ -168,14 +248,17 @@ impl Sgd {
         let decay = self.weight_decay != 0.0;
         let unscale = self.inv_grad_scale != 1.0;
         let inv_scale = S::from_f32(self.inv_grad_scale);
+        let params = g.param_span_list();
+        let buf = g.arena_mut().whole_mut();
+        if S::NON_FINITE {
+            self.check(buf, &params)?;
+        }
         // Fixed point rounds the momentum decay and the update stochastically (see
         // `Scalar::mul_dithered`); f32 draws nothing.
         let mut rng = crate::init::Rng::new(self.dither);
         self.dither = rng.next_u64();
         let mut k = self.velocity.map_or(0, |v| v.off);
-        let params = g.param_span_list();
-        let buf = g.arena_mut().whole_mut();
-        for (d, gr) in params {
+        for (_, d, gr) in params {
             if gr.len != d.len {
                 continue; // fused SGD mode: no gradient buffer
             }
@@ -221,75 +304,42 @@ impl Sgd {
                 buf[d.off + j] = p - lr.mul_dithered(dp, (r >> 32) as u32);
             }
         }
-        Ok(())
-    }
-}
-
-/// Adam (`torch.optim.Adam`, L2 weight decay, no AMSGrad).
-#[derive(Clone, Copy, Debug)]
-pub struct Adam {
-    /// Learning rate.
-    pub lr: f32,
-    /// Decay rates of the first and second moments.
-    pub betas: (f32, f32),
-    /// Added to the denominator.
-    pub eps: f32,
-    /// L2 penalty added to the gradient.
-    pub weight_decay: f32,
-    state: Span,
-    elems: usize,
-    t: u32,
-}
-
-impl Adam {
-    /// Creates the optimizer and its two moment buffers.
-    pub fn new<S: Scalar, const N: usize>(g: &mut Graph<'_, S, N>, lr: f32) -> Result<Self> {
-        let elems = param_elems(g);
-        let both = elems.checked_mul(2).ok_or(Error::Overflow { op: "Adam::new" })?;
-        Ok(Adam {
-            lr,
-            betas: (0.9, 0.999),
-            eps: 1e-8,
-            weight_decay: 0.0,
-            state: g.alloc_state(both)?,
-            elems,
-            t: 0,
-        })
+        Ok(StepReport::taken())
     }
 
-    /// One Adam update with bias correction.
-    pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<()> {
-        check_state("Adam::step", self.elems, param_elems(g))?;
-        if g.is_meta() {
-            return Ok(());
-        }
-        self.t = self.t.saturating_add(1);
-        let (b1, b2) = self.betas;
-        let c1 = 1.0 - libm::powf(b1, self.t as f32);
-        let c2 = 1.0 - libm::powf(b2, self.t as f32);
-        let step = S::from_f32(self.lr / c1);
-        let inv_c2 = S::from_f32(1.0 / c2);
-        let (sb1, sb2) = (S::from_f32(b1), S::from_f32(b2));
-        let (ob1, ob2) = (S::from_f32(1.0 - b1), S::from_f32(1.0 - b2));
-        let (eps, wd) = (S::from_f32(self.eps), S::from_f32(self.weight_decay));
-        let decay = self.weight_decay != 0.0;
-        let (mut m, mut v) = (self.state.off, self.state.off + self.elems);
-        let params = g.param_span_list();
-        let buf = g.arena_mut().whole_mut();
-        for (d, gr) in params {
-            for j in 0..d.len {
-                let p = buf[d.off + j];
-                let mut gv = buf[gr.off + j];
-                if decay {
-                    gv += wd * p;
+    /// Err if the step would write a value that is not finite. The same arithmetic as
+    /// the update (for types with such values, which do not dither), without writing.
+    fn check<S: Scalar>(&self, buf: &[S], params: &[(usize, Span, Span)]) -> Result<()> {
+        let (lr, mom, wd) = (
+            S::from_f32(self.lr),
+            S::from_f32(self.momentum),
+            S::from_f32(self.weight_decay),
+        );
+        let inv_scale = S::from_f32(self.inv_grad_scale);
+        let mut k = self.velocity.map_or(0, |v| v.off);
+        for &(j, d, gr) in params {
+            if gr.len != d.len {
+                continue;
+            }
+            if let Some(e) = first_non_finite(&buf[gr.off..gr.off + gr.len]) {
+                return Err(non_finite("Sgd::step", "gradient is not finite", j, e));
+            }
+            for e in 0..d.len {
+                let p = buf[d.off + e];
+                let mut dp = buf[gr.off + e];
+                if self.inv_grad_scale != 1.0 {
+                    dp = dp * inv_scale;
                 }
-                let mv = sb1 * buf[m] + ob1 * gv;
-                let vv = sb2 * buf[v] + ob2 * gv * gv;
-                buf[m] = mv;
-                buf[v] = vv;
-                buf[d.off + j] = p - step * mv.div((vv * inv_c2).sqrt() + eps);
-                m += 1;
-                v += 1;
+                if self.weight_decay != 0.0 {
+                    dp += wd * p;
+                }
+                if self.velocity.is_some() {
+                    dp = mom * buf[k] + dp;
+                    k += 1;
+                }
+                if !(dp.is_finite() && (p - lr * dp).is_finite()) {
+                    return Err(non_finite("Sgd::step", "update is not finite", j, e));
+                }
             }
         }
         Ok(())

@@ -71,6 +71,13 @@ pub trait Scalar:
     fn sigmoid(self) -> Self;
     /// Whether the value is finite (always true for fixed point).
     fn is_finite(self) -> bool;
+    /// Whether the type has values that are not finite (NaN, infinities). Fixed point
+    /// saturates instead, so the engine's finiteness checks compile to nothing for it.
+    const NON_FINITE: bool = true;
+    /// The smallest positive value the type tells apart from zero, as a real number
+    /// (`2^-16` for Q16.16): constants such as Adam's `eps` are raised to it, so that
+    /// they never round to zero. The default is `f32`'s smallest normal value.
+    const RESOLUTION: f32 = f32::MIN_POSITIVE;
 
     /// Whether [`Scalar::mul_dithered`] rounds stochastically (fixed point), so the
     /// optimizers draw random bits for it only when they matter.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use torchlet::init::Rng;
 use torchlet::metrics::argmax;
 use torchlet::nn::{digits_fcn, Sequential};
-use torchlet::optim::Sgd;
+use torchlet::optim::{Adam, Sgd, StepReport};
 use torchlet::schedule::{Decay, Schedule};
 use torchlet::{fixed, Error, Graph, Scalar};
 
@@ -149,22 +149,73 @@ pub fn train_w1_in<S: Scalar>(
     test: &[Digit],
     r: Recipe,
     loss_scale: f32,
+    report: impl FnMut(&EpochReport),
+) -> Result<(Vec<EpochReport>, usize), Error> {
+    train_w1_with::<S>(train, test, r, Optimizer::Sgd, loss_scale, report)
+}
+
+/// Which optimizer [`train_w1_with`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Optimizer {
+    /// [`Sgd`] with the recipe's learning rate and momentum.
+    Sgd,
+    /// [`Adam`] at its default settings with the recipe's learning rate (momentum is
+    /// not used).
+    Adam,
+}
+
+/// The step's optimizer, either kind.
+enum Opt {
+    Sgd(Sgd),
+    Adam(Adam),
+}
+
+impl Opt {
+    fn set_lr(&mut self, lr: f32) {
+        match self {
+            Opt::Sgd(o) => o.lr = lr,
+            Opt::Adam(o) => o.lr = lr,
+        }
+    }
+
+    fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<StepReport, Error> {
+        match self {
+            Opt::Sgd(o) => o.step(g),
+            Opt::Adam(o) => o.step(g),
+        }
+    }
+}
+
+/// [`train_w1_in`] with the choice of optimizer; both get the loss scale
+/// (`with_grad_scale`).
+pub fn train_w1_with<S: Scalar>(
+    train: &[Digit],
+    test: &[Digit],
+    r: Recipe,
+    optimizer: Optimizer,
+    loss_scale: f32,
     mut report: impl FnMut(&EpochReport),
 ) -> Result<(Vec<EpochReport>, usize), Error> {
     let (h, w) = (train[0].h, train[0].w);
     let bytes = plan_bytes_in::<S>(r.batch, h, w)?.max(plan_bytes_in::<S>(1, h, w)?);
+    // The plan is SGD's (one velocity word per parameter element); Adam keeps two
+    // moments: twice the plan is plenty on the host.
+    let bytes = bytes * if optimizer == Optimizer::Adam { 2 } else { 1 };
     let mut arena = vec![S::ZERO; bytes / core::mem::size_of::<S>()];
     let mut g: Graph<S, TAPE> = Graph::new(&mut arena);
     let mut rng = Rng::new(r.seed);
     let model = digits_fcn(&mut g, &mut rng)?;
-    let mut sgd = Sgd::new(&mut g, r.lr, r.momentum, 0.0)?.with_grad_scale(loss_scale);
+    let mut opt = match optimizer {
+        Optimizer::Sgd => Opt::Sgd(Sgd::new(&mut g, r.lr, r.momentum, 0.0)?.with_grad_scale(loss_scale)),
+        Optimizer::Adam => Opt::Adam(Adam::new(&mut g, r.lr)?.with_grad_scale(loss_scale)),
+    };
     let seed = [S::from_f32(loss_scale)];
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut labels = vec![0usize; r.batch];
     let mut reports = Vec::new();
     for epoch in 1..=r.epochs {
         rng.shuffle(&mut order);
-        sgd.lr = r.lr_at(epoch);
+        opt.set_lr(r.lr_at(epoch));
         let (mut loss_sum, mut steps, mut saturated_steps) = (0.0f64, 0usize, 0usize);
         fixed::take_saturated();
         let start = Instant::now();
@@ -183,10 +234,10 @@ pub fn train_w1_in<S: Scalar>(
             } else {
                 g.backward_with(loss, &seed)?;
             }
-            sgd.step(&mut g)?;
+            let report = opt.step(&mut g)?;
             g.end_step();
             steps += 1;
-            saturated_steps += fixed::take_saturated() as usize;
+            saturated_steps += report.saturated as usize;
         }
         let us_per_step = start.elapsed().as_secs_f64() * 1e6 / steps as f64;
         let accuracy = accuracy(&mut g, &model, test)?;

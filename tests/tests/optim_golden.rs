@@ -48,7 +48,7 @@ fn sgd_and_adam_match_torch_optim() {
             match &mut opt {
                 Opt::Sgd(s) => s.step(&mut g).unwrap(),
                 Opt::Adam(a) => a.step(&mut g).unwrap(),
-            }
+            };
             g.end_step();
             let got = g.data(p).unwrap();
             for (i, (&a, b)) in got.iter().zip(f(want)).enumerate() {

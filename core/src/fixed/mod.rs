@@ -364,6 +364,8 @@ impl Scalar for Q16 {
     const ZERO: Self = Q16(0);
     const ONE: Self = Q16(1 << 16);
     const MIN: Self = Q16(i32::MIN);
+    const NON_FINITE: bool = false;
+    const RESOLUTION: f32 = 1.0 / 65536.0;
     const DITHER: bool = true;
     type Acc = i64;
     type Kernels = crate::kernels::set::Q16Kernels;

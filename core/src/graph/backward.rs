@@ -72,6 +72,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         if !self.arena.is_meta() {
+            if self.param_hook.is_some() {
+                self.check_fused_start(id, seed)?;
+            }
             self.dry_run(id)?;
         }
         self.walk(id, seed)
@@ -234,6 +237,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// unchanged weights, is then scaled back by `-1/lr`. Only when the parameters have
     /// no other pending use and the input gradient is fresh; otherwise `general` runs
     /// as is. One call of `general`, through a pointer, so its kernels are linked once.
+    /// Before anything is written, an update that could be non-finite is refused
+    /// (`check_direct`).
     pub(crate) fn with_direct_params(&mut self, i: usize, general: BackwardFn<S, N>) -> Result<()> {
         match self.param_hook.and_then(|h| h.direct_update) {
             Some(direct) => direct(self, i, general),
@@ -263,8 +268,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (Some(lr), true) = (lr, direct) else {
             return general(self, i);
         };
-        self.ensure_grad(x)?;
         let gy = self.out_grad(i)?;
+        // Nothing written yet: refuse an update that could be non-finite.
+        self.check_direct(x, params, lr, gy)?;
+        self.ensure_grad(x)?;
         let neg = S::from_f32(-lr);
         self.exec([], gy, |[], g| g.iter_mut().for_each(|v| *v = *v * neg))?;
         for p in params.into_iter().flatten() {

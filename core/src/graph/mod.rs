@@ -16,11 +16,13 @@
 //!   allocation bookkeeping: the high-water mark equals a real step's by construction.
 
 mod backward;
+mod finite;
 mod memory;
 mod no_grad;
 mod node;
 mod trace;
 
+pub(crate) use finite::first_non_finite;
 pub use no_grad::NoGrad;
 pub(crate) use node::{word, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS};
 pub use trace::{TraceEvent, TraceFn};
@@ -48,6 +50,8 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     n_params: usize,
     gen: u16,
     grad_enabled: bool,
+    /// Whether inputs refuse non-finite data (see [`Graph::set_check_finite`]).
+    check_finite: bool,
     /// The optimizer's hook called during backward (fused SGD, see
     /// [`Graph::set_fused_sgd`]); with one, parameters have no gradient buffer.
     pub(crate) param_hook: Option<crate::optim::ParamHook<S, N>>,
@@ -78,6 +82,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             n_params: 0,
             gen: 1,
             grad_enabled: true,
+            check_finite: true,
             param_hook: None,
             trace: None,
             tracer: None,
@@ -293,9 +298,11 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     }
 
     /// An input tensor holding a copy of `data` (which must have exactly the shape's
-    /// number of elements; a meta graph also accepts an empty slice).
+    /// number of elements; a meta graph also accepts an empty slice). Data that is NaN
+    /// or infinite is refused with [`Error::NonFinite`] unless
+    /// [`Graph::set_check_finite`] turned the check off.
     pub fn input(&mut self, dims: &[usize], data: &[S]) -> Result<Tensor> {
-        self.input_leaf(dims, false, |dst| {
+        self.input_leaf("input", dims, false, |dst| {
             if dst.len() == data.len() {
                 dst.copy_from_slice(data);
                 Ok(())
@@ -307,7 +314,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
 
     /// An input whose gradient is wanted (gradient checks, the conformance runner).
     pub fn input_with_grad(&mut self, dims: &[usize], data: &[S]) -> Result<Tensor> {
-        self.input_leaf(dims, true, |dst| {
+        self.input_leaf("input_with_grad", dims, true, |dst| {
             if dst.len() == data.len() {
                 dst.copy_from_slice(data);
                 Ok(())
@@ -318,9 +325,10 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     }
 
     /// An input filled in place by `fill` (for example converting `u8` pixels), so no
-    /// intermediate buffer is needed. `fill` is not called in a meta graph.
+    /// intermediate buffer is needed. `fill` is not called in a meta graph. What it
+    /// wrote is checked as [`Graph::input`] checks its data.
     pub fn input_with(&mut self, dims: &[usize], fill: impl FnOnce(&mut [S])) -> Result<Tensor> {
-        self.input_leaf(dims, false, |dst| {
+        self.input_leaf("input_with", dims, false, |dst| {
             fill(dst);
             Ok(())
         })
@@ -328,6 +336,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
 
     fn input_leaf(
         &mut self,
+        op: &'static str,
         dims: &[usize],
         requires_grad: bool,
         fill: impl FnOnce(&mut [S]) -> core::result::Result<(), usize>,
@@ -337,15 +346,19 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         let t = self.push(shape, Op::LEAF, None, requires_grad, 0)?;
         if !self.arena.is_meta() {
             let span = self.nodes[t.id as usize].data;
-            if let Err(found) = fill(self.arena.get_mut(span)) {
-                self.nodes.pop();
-                self.arena.release(mark);
-                return Err(Error::ShapeMismatch {
-                    op: "input",
+            let err = match fill(self.arena.get_mut(span)) {
+                Err(found) => Some(Error::ShapeMismatch {
+                    op,
                     what: "data length vs shape",
                     expected: shape.numel(),
                     found,
-                });
+                }),
+                Ok(()) => self.check_input(op, span),
+            };
+            if let Some(e) = err {
+                self.nodes.pop();
+                self.arena.release(mark);
+                return Err(e);
             }
         }
         Ok(t)
@@ -445,20 +458,21 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         };
     }
 
-    /// Visit every trainable parameter with its data and gradient (optimizers); frozen
-    /// external tensors are left out.
-    pub(crate) fn param_spans(&self) -> impl Iterator<Item = (Span, Span)> + '_ {
+    /// Visit every trainable parameter with its index (creation order), data and
+    /// gradient (optimizers); frozen external tensors are left out.
+    pub(crate) fn param_spans(&self) -> impl Iterator<Item = (usize, Span, Span)> + '_ {
         self.nodes[..self.n_params]
             .iter()
-            .filter(|n| n.requires_grad)
-            .map(|n| (n.data, n.grad.unwrap_or(Span::EMPTY)))
+            .enumerate()
+            .filter(|(_, n)| n.requires_grad)
+            .map(|(j, n)| (j, n.data, n.grad.unwrap_or(Span::EMPTY)))
     }
 
     /// [`Graph::param_spans`] in a list of capacity `N`, filled without `collect`
     /// (heapless' `FromIterator` panics on overflow, which links a panic message and
     /// `core::fmt` code into every optimizer). The tape holds at most `N` records, so
     /// the parameters always fit and no push is refused.
-    pub(crate) fn param_span_list(&self) -> heapless::Vec<(Span, Span), N> {
+    pub(crate) fn param_span_list(&self) -> heapless::Vec<(usize, Span, Span), N> {
         let mut list = heapless::Vec::new();
         for spans in self.param_spans() {
             let _ = list.push(spans);

@@ -77,9 +77,9 @@ pub fn run(arena: &mut [Q16]) -> Result<Outcome, Error> {
         let loss = g.cross_entropy(logits, &labels[..b])?;
         last_loss = g.data(loss)?[0].raw();
         g.backward_with(loss, &seed)?;
-        sgd.step(&mut g)?;
+        let report = sgd.step(&mut g)?;
         g.end_step();
-        saturated_steps += fixed::take_saturated() as u32;
+        saturated_steps += report.saturated as u32;
     }
     let mut hash = 0xCBF2_9CE4_8422_2325u64;
     for i in 0..g.num_params() {

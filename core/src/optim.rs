@@ -80,7 +80,7 @@ fn check_state(op: &'static str, expected: usize, found: usize) -> Result<()> {
     } else {
         Err(Error::ShapeMismatch {
             op,
-            what: "parameter elements vs optimizer state (parameters added after the optimizer?)",
+            what: "the parameters have {found} elements, the optimizer was made for {expected} (parameters added after it?)",
             expected,
             found,
         })
@@ -119,7 +119,7 @@ impl Sgd {
     ) -> Result<Self> {
         let elems = param_elems(g);
         let velocity = if momentum != 0.0 {
-            Some(g.alloc_state(elems)?)
+            Some(g.alloc_state("sgd", elems)?)
         } else {
             None
         };
@@ -241,7 +241,7 @@ impl Adam {
             betas: (0.9, 0.999),
             eps: 1e-8,
             weight_decay: 0.0,
-            state: g.alloc_state(both)?,
+            state: g.alloc_state("adam", both)?,
             elems,
             t: 0,
         })

@@ -297,9 +297,11 @@ enum Piece {
     Found,
 }
 
-/// Whether a `what` is a sentence with `{found}` (and `{expected}`) to fill in.
+/// Whether a `what` is a sentence with `{found}` (and `{expected}`) to fill in. Byte
+/// comparisons, not `str::contains`, whose searcher would add kilobytes of flash.
 fn is_template(what: &str) -> bool {
-    what.contains("{found}")
+    let b = what.as_bytes();
+    (0..b.len()).any(|i| b[i..].starts_with(b"{found}"))
 }
 
 /// Calls `f` with the text and the placeholders of `what` in order.
@@ -308,12 +310,16 @@ fn pieces<E>(
     mut f: impl FnMut(Piece) -> core::result::Result<(), E>,
 ) -> core::result::Result<(), E> {
     let mut rest = what;
-    while let Some(i) = rest.find('{') {
-        let (head, tail) = rest.split_at(i);
-        let (piece, len) = if tail.starts_with("{expected}") {
-            (Piece::Expected, "{expected}".len())
-        } else if tail.starts_with("{found}") {
-            (Piece::Found, "{found}".len())
+    while let Some(i) = rest.as_bytes().iter().position(|&c| c == b'{') {
+        // Checked slicing (`get`): an index panic would link `core::fmt` into every
+        // program. `i` is a `{`, so a char boundary; the fallback never runs.
+        let (Some(head), Some(tail)) = (rest.get(..i), rest.get(i..)) else {
+            break;
+        };
+        let (piece, len) = if tail.as_bytes().starts_with(b"{expected}") {
+            (Piece::Expected, 10)
+        } else if tail.as_bytes().starts_with(b"{found}") {
+            (Piece::Found, 7)
         } else {
             (Piece::Text("{"), 1)
         };
@@ -321,7 +327,7 @@ fn pieces<E>(
             f(Piece::Text(head))?;
         }
         f(piece)?;
-        rest = &tail[len..];
+        rest = tail.get(len..).unwrap_or("");
     }
     if rest.is_empty() {
         Ok(())

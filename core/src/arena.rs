@@ -25,7 +25,7 @@
 //!   `capacity..`, so a span names it like any other and the ops' reads find it through
 //!   [`Arena::views`] unchanged. It takes no arena bytes and is never written.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Site};
 use crate::scalar::Scalar;
 
 /// A range of words in the arena.
@@ -62,6 +62,8 @@ pub struct Arena<'a, S: Scalar> {
     scratch_top: usize,
     persist_bottom: usize,
     high_water: usize,
+    /// Who allocates now (the graph keeps it current), named by an exhausted arena.
+    pub(crate) site: Site,
 }
 
 impl<'a, S: Scalar> Arena<'a, S> {
@@ -79,6 +81,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
             scratch_top: 0,
             persist_bottom: capacity,
             high_water: 0,
+            site: Site::default(),
         }
     }
 
@@ -95,6 +98,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
             scratch_top: 0,
             persist_bottom: capacity_words,
             high_water: 0,
+            site: Site::default(),
         }
     }
 
@@ -139,10 +143,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
 
     fn exhausted(&self, len: usize) -> Error {
         let w = core::mem::size_of::<S>();
-        Error::ArenaExhausted {
-            needed: len.saturating_mul(w),
-            available: self.free_words() * w,
-        }
+        self.site.exhausted(len.saturating_mul(w), self.free_words() * w)
     }
 
     /// Scratch words, contents unspecified (kernels overwrite them).
@@ -437,13 +438,15 @@ mod tests {
         assert_eq!(p, Span { off: 10, len: 6 });
         let s = a.alloc(8).unwrap();
         assert_eq!(s, Span { off: 0, len: 8 });
-        assert_eq!(
-            a.alloc(3),
-            Err(Error::ArenaExhausted {
+        let e = a.alloc(3).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::ArenaExhausted {
                 needed: 12,
-                available: 8
-            })
-        );
+                available: 8,
+                ..
+            }
+        ));
         // The failed call changed nothing: the last two words are still there.
         assert!(a.alloc(2).is_ok());
         assert_eq!(a.high_water_bytes(), 64);

@@ -18,14 +18,26 @@ pub enum Error {
         needed: usize,
         /// Bytes that were free at that moment.
         available: usize,
+        /// The op (or optimizer, or `"param"`) that asked; `""` outside a graph.
+        op: &'static str,
+        /// When it asked.
+        phase: Phase,
+        /// Arena bytes the whole step needs, when the graph was told its plan
+        /// ([`Graph::set_plan`](crate::Graph::set_plan)).
+        step_bytes: Option<usize>,
     },
     /// The tape (or the tensor table it indexes) already holds `capacity` records.
     TapeFull {
         /// The const-generic capacity of the graph.
         capacity: usize,
+        /// Records the whole step needs, when the graph was told its plan
+        /// ([`Graph::set_plan`](crate::Graph::set_plan), [`Plan::records`](crate::plan::Plan::records)).
+        needed: Option<usize>,
     },
     /// A shape does not fit what the op requires: `what` names the dimension or the
-    /// relation, `expected` and `found` the two sizes.
+    /// relation, `expected` and `found` the two sizes. A `what` holding `{found}` and
+    /// `{expected}` is a sentence the two sizes are put into ("input has {found}
+    /// channels, the weight expects {expected}"); `found` is always the caller's side.
     ShapeMismatch {
         /// The op that rejected the input.
         op: &'static str,
@@ -95,17 +107,48 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Error::ArenaExhausted { needed, available } => write!(
-                f,
-                "arena exhausted: needed {needed} bytes, {available} bytes available"
-            ),
-            Error::TapeFull { capacity } => write!(f, "tape full: capacity {capacity} records"),
+            Error::ArenaExhausted {
+                needed,
+                available,
+                op,
+                phase,
+                step_bytes,
+            } => {
+                write!(
+                    f,
+                    "arena exhausted: needed {needed} bytes, {available} bytes available"
+                )?;
+                if !op.is_empty() {
+                    write!(f, ", in {op} ({})", phase.name())?;
+                }
+                match step_bytes {
+                    Some(b) => write!(f, "; the whole step needs {b} bytes"),
+                    None => Ok(()),
+                }
+            }
+            Error::TapeFull { capacity, needed } => {
+                write!(f, "tape full: capacity {capacity} records")?;
+                match needed {
+                    Some(n) => write!(f, ", the step needs {n}"),
+                    None => Ok(()),
+                }
+            }
             Error::ShapeMismatch {
                 op,
                 what,
                 expected,
                 found,
-            } => write!(f, "{op}: {what}: expected {expected}, found {found}"),
+            } => {
+                if !is_template(what) {
+                    return write!(f, "{op}: {what}: expected {expected}, found {found}");
+                }
+                write!(f, "{op}: ")?;
+                pieces(what, |p| match p {
+                    Piece::Text(t) => f.write_str(t),
+                    Piece::Expected => write!(f, "{expected}"),
+                    Piece::Found => write!(f, "{found}"),
+                })
+            }
             Error::InvalidParam { op, what, value } => write!(f, "{op}: {what} (got {value})"),
             Error::Overflow { op } => write!(f, "{op}: size arithmetic overflows"),
             Error::Unsupported { op } => write!(f, "{op}: not supported"),
@@ -135,26 +178,59 @@ impl core::error::Error for Error {}
 impl defmt::Format for Error {
     fn format(&self, f: defmt::Formatter) {
         match *self {
-            Error::ArenaExhausted { needed, available } => defmt::write!(
-                f,
-                "arena exhausted: needed {=usize} bytes, {=usize} available",
+            Error::ArenaExhausted {
                 needed,
-                available
-            ),
-            Error::TapeFull { capacity } => defmt::write!(f, "tape full: capacity {=usize}", capacity),
+                available,
+                op,
+                phase,
+                step_bytes,
+            } => {
+                defmt::write!(
+                    f,
+                    "arena exhausted: needed {=usize} bytes, {=usize} available",
+                    needed,
+                    available
+                );
+                if !op.is_empty() {
+                    defmt::write!(f, ", in {=str} ({=str})", op, phase.name());
+                }
+                if let Some(b) = step_bytes {
+                    defmt::write!(f, "; the whole step needs {=usize} bytes", b);
+                }
+            }
+            Error::TapeFull { capacity, needed } => {
+                defmt::write!(f, "tape full: capacity {=usize}", capacity);
+                if let Some(n) = needed {
+                    defmt::write!(f, ", the step needs {=usize}", n);
+                }
+            }
             Error::ShapeMismatch {
                 op,
                 what,
                 expected,
                 found,
-            } => defmt::write!(
-                f,
-                "{=str}: {=str}: expected {=usize}, found {=usize}",
-                op,
-                what,
-                expected,
-                found
-            ),
+            } => {
+                if !is_template(what) {
+                    defmt::write!(
+                        f,
+                        "{=str}: {=str}: expected {=usize}, found {=usize}",
+                        op,
+                        what,
+                        expected,
+                        found
+                    );
+                    return;
+                }
+                defmt::write!(f, "{=str}: ", op);
+                let _ = pieces(what, |p| {
+                    match p {
+                        Piece::Text(t) => defmt::write!(f, "{=str}", t),
+                        Piece::Expected => defmt::write!(f, "{=usize}", expected),
+                        Piece::Found => defmt::write!(f, "{=usize}", found),
+                    }
+                    Ok::<(), ()>(())
+                });
+            }
             Error::InvalidParam { op, what, value } => {
                 defmt::write!(f, "{=str}: {=str} (got {=i64})", op, what, value)
             }
@@ -206,5 +282,151 @@ impl Error {
     }
 }
 
+/// When an arena allocation was asked for (see [`Error::ArenaExhausted`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Phase {
+    /// Creating parameters and frozen tensors.
+    #[default]
+    Setup,
+    /// Recording the forward pass (inputs and ops).
+    Forward,
+    /// Walking the tape backward.
+    Backward,
+    /// Creating or applying optimizer state.
+    Optimizer,
+}
+
+impl Phase {
+    /// `"setup"`, `"forward"`, `"backward"` or `"optimizer"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Setup => "setup",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
+        }
+    }
+}
+
+/// Where the arena is being asked for memory now, and the step's planned size: what an
+/// [`Error::ArenaExhausted`] reports.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Site {
+    pub op: &'static str,
+    pub phase: Phase,
+    pub step_bytes: Option<usize>,
+}
+
+impl Site {
+    /// The error of an allocation of `needed` bytes with `available` free, here.
+    pub(crate) fn exhausted(self, needed: usize, available: usize) -> Error {
+        let Site {
+            op,
+            phase,
+            step_bytes,
+        } = self;
+        Error::ArenaExhausted {
+            needed,
+            available,
+            op,
+            phase,
+            step_bytes,
+        }
+    }
+}
+
+/// A piece of a [`Error::ShapeMismatch`] sentence.
+enum Piece {
+    Text(&'static str),
+    Expected,
+    Found,
+}
+
+/// Whether a `what` is a sentence with `{found}` (and `{expected}`) to fill in. Byte
+/// comparisons, not `str::contains`, whose searcher would add kilobytes of flash.
+fn is_template(what: &str) -> bool {
+    let b = what.as_bytes();
+    (0..b.len()).any(|i| b[i..].starts_with(b"{found}"))
+}
+
+/// Calls `f` with the text and the placeholders of `what` in order.
+fn pieces<E>(
+    what: &'static str,
+    mut f: impl FnMut(Piece) -> core::result::Result<(), E>,
+) -> core::result::Result<(), E> {
+    let mut rest = what;
+    while let Some(i) = rest.as_bytes().iter().position(|&c| c == b'{') {
+        // Checked slicing (`get`): an index panic would link `core::fmt` into every
+        // program. `i` is a `{`, so a char boundary; the fallback never runs.
+        let (Some(head), Some(tail)) = (rest.get(..i), rest.get(i..)) else {
+            break;
+        };
+        let (piece, len) = if tail.as_bytes().starts_with(b"{expected}") {
+            (Piece::Expected, 10)
+        } else if tail.as_bytes().starts_with(b"{found}") {
+            (Piece::Found, 7)
+        } else {
+            (Piece::Text("{"), 1)
+        };
+        if !head.is_empty() {
+            f(Piece::Text(head))?;
+        }
+        f(piece)?;
+        rest = tail.get(len..).unwrap_or("");
+    }
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        f(Piece::Text(rest))
+    }
+}
+
 /// Shorthand used throughout the crate.
 pub type Result<T> = core::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn shape_mismatch_sentences_are_filled_and_plain_whats_keep_the_old_form() {
+        let e = |what| Error::ShapeMismatch {
+            op: "op",
+            what,
+            expected: 16,
+            found: 8,
+        };
+        assert_eq!(
+            e("input has {found} channels, the weight expects {expected}").to_string(),
+            "op: input has 8 channels, the weight expects 16"
+        );
+        assert_eq!(e("{found} of {expected} {x} {").to_string(), "op: 8 of 16 {x} {");
+        assert_eq!(
+            e("element count").to_string(),
+            "op: element count: expected 16, found 8"
+        );
+    }
+
+    #[test]
+    fn capacity_errors_say_where_and_what_the_step_needs() {
+        let a = Error::ArenaExhausted {
+            needed: 64,
+            available: 8,
+            op: "conv2d",
+            phase: Phase::Backward,
+            step_bytes: Some(1000),
+        };
+        assert_eq!(
+            a.to_string(),
+            "arena exhausted: needed 64 bytes, 8 bytes available, in conv2d (backward); the whole step needs 1000 bytes"
+        );
+        let t = Error::TapeFull {
+            capacity: 32,
+            needed: None,
+        };
+        assert_eq!(t.to_string(), "tape full: capacity 32 records");
+    }
+}

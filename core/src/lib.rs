@@ -99,9 +99,10 @@ pub mod ops;
 pub mod optim;
 pub mod plan;
 pub mod schedule;
+pub mod summary;
 
 pub use arena::Arena;
-pub use error::{Error, Result};
+pub use error::{Error, Phase, Result};
 pub use fixed::Q16;
 pub use graph::{Graph, NoGrad, Tensor, TraceEvent, TraceFn};
 pub use ops::conv::Conv2dParams;

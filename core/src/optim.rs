@@ -166,7 +166,7 @@ fn check_state(op: &'static str, expected: usize, found: usize) -> Result<()> {
     } else {
         Err(Error::ShapeMismatch {
             op,
-            what: "parameter elements vs optimizer state (parameters added after the optimizer?)",
+            what: "the parameters have {found} elements, the optimizer was made for {expected} (parameters added after it?)",
             expected,
             found,
         })
@@ -205,7 +205,7 @@ impl Sgd {
     ) -> Result<Self> {
         let elems = param_elems(g);
         let velocity = if momentum != 0.0 {
-            Some(g.alloc_state(elems)?)
+            Some(g.alloc_state("sgd", elems)?)
         } else {
             None
         };

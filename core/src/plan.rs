@@ -3,22 +3,59 @@
 //!
 //! - A [`Planner`] holds two pieces of the user's own code: `setup` (create the
 //!   parameters, optimizer state, fused mode...) and `step` (build an input of a given
-//!   size, run the forward pass, return the loss). It runs them on a meta graph
-//!   ([`Graph::meta`]): the same code path as a real step, with every kernel skipped,
-//!   so the plan equals the real high-water mark by construction.
+//!   size and run the step). It runs them on a meta graph ([`Graph::meta`]): the same
+//!   code path as a real step, with every kernel skipped, so the plan equals the real
+//!   high-water mark by construction.
+//! - `step` either returns the loss (a [`Tensor`]; the planner calls
+//!   [`Graph::backward`] on it) or runs backward itself and returns `()` (for
+//!   [`Graph::backward_with`], several losses, a loss written by hand). For the
+//!   inference plan the step runs again with gradients off, where a meta graph's
+//!   backward does nothing.
 //! - The cost of a plan depends on the number of ops, never on the input size: a
 //!   4096x4096 plan is as quick as a 28x28 one.
 //! - The largest fitting input is found by doubling then bisection over plans, which
-//!   assumes memory grows with the input size (true for convolutional networks).
+//!   assumes memory grows with the input size (true for convolutional networks). When
+//!   nothing fits, [`NoFit`] says why.
+//!
+//! A planner from scratch: a one-layer model whose step seeds backward by hand.
+//!
+//! ```
+//! use torchlet::plan::Planner;
+//! use torchlet::{Conv2dParams, Graph, Result};
+//!
+//! let planner = Planner::new(
+//!     |g: &mut Graph<'static, f32, 16>| g.param(&[4, 1, 3, 3]),
+//!     |g, w, h, wd| -> Result<()> {
+//!         let x = g.input(&[1, 1, h, wd], &[])?;
+//!         let y = g.conv2d(x, *w, None, Conv2dParams::default())?;
+//!         let n = g.shape(y)?.numel();
+//!         g.backward_with(y, &vec![1.0; n])
+//!     },
+//! );
+//! let plan = planner.plan(28, 28)?;
+//! assert_eq!(plan.persistent_bytes, 2 * 36 * 4); // weight and its gradient
+//! assert!(plan.step_bytes > plan.forward_bytes && plan.forward_bytes > plan.inference_bytes / 2);
+//! assert_eq!(plan.records, 3); // weight, input, conv2d
+//! let side = planner.largest_square(8 * 1024).unwrap();
+//! assert!(planner.fits(side, side, 8 * 1024) && !planner.fits(side + 1, side + 1, 8 * 1024));
+//! // Parameters alone exceed a tiny budget, and the error says so.
+//! let why = planner.largest_square(100).unwrap_err();
+//! assert_eq!(why.to_string(), "parameters alone need 288 bytes, the budget is 100");
+//! # Ok::<(), torchlet::Error>(())
+//! ```
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::{Graph, Tensor};
 use crate::scalar::Scalar;
+use core::fmt;
 use core::marker::PhantomData;
 
-/// Arena bytes of one step, all including the long-lived region.
+/// Arena bytes of one step, all including the long-lived region, and its records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
+    /// Tape records the step needs (parameters included): the least `N` of a
+    /// [`Graph`] that runs it.
+    pub records: usize,
     /// Parameters, their gradients and optimizer state.
     pub persistent_bytes: usize,
     /// High-water mark of the training forward pass (recording for backward).
@@ -30,6 +67,103 @@ pub struct Plan {
     pub inference_bytes: usize,
 }
 
+/// What a planner's step closure returns: the loss, for the planner to run backward
+/// on, or `()` when the step ran backward itself.
+pub trait StepOutput {
+    /// Ends the step's recording (backward from the loss, if gradients are on).
+    fn finish<S: Scalar, const N: usize>(self, g: &mut Graph<'_, S, N>) -> Result<()>;
+}
+
+impl StepOutput for Tensor {
+    fn finish<S: Scalar, const N: usize>(self, g: &mut Graph<'_, S, N>) -> Result<()> {
+        if g.grad_enabled() {
+            g.backward(self)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl StepOutput for () {
+    fn finish<S: Scalar, const N: usize>(self, _: &mut Graph<'_, S, N>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Why no input size fits a budget (from `largest_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoFit {
+    /// Parameters, their gradients and optimizer state alone take more than the budget.
+    Parameters {
+        /// Their bytes.
+        bytes: usize,
+        /// The budget.
+        budget: usize,
+    },
+    /// The smallest valid input's training step does not fit.
+    SmallestInput {
+        /// Its height and width.
+        size: (usize, usize),
+        /// The arena bytes of its step.
+        step_bytes: usize,
+        /// The budget.
+        budget: usize,
+    },
+    /// No size tried was a valid input: the error of the last one.
+    Invalid(Error),
+}
+
+impl fmt::Display for NoFit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NoFit::Parameters { bytes, budget } => write!(
+                f,
+                "parameters alone need {} bytes, the budget is {}",
+                Thousands(bytes),
+                Thousands(budget)
+            ),
+            NoFit::SmallestInput {
+                size: (h, w),
+                step_bytes,
+                budget,
+            } => write!(
+                f,
+                "the smallest valid input, {h}x{w}, needs {} bytes, the budget is {}",
+                Thousands(step_bytes),
+                Thousands(budget)
+            ),
+            NoFit::Invalid(e) => write!(f, "no valid input size: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for NoFit {}
+
+/// A number printed with thousands separators (`96,936`), without allocation.
+pub struct Thousands(pub usize);
+
+impl fmt::Display for Thousands {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Written backward from the end of the buffer: digits, a comma every three.
+        let mut buf = [0u8; 32];
+        let (mut n, mut at, mut digits) = (self.0, buf.len(), 0);
+        loop {
+            if digits > 0 && digits % 3 == 0 {
+                at -= 1;
+                buf[at] = b',';
+            }
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            digits += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        f.pad(core::str::from_utf8(&buf[at..]).unwrap_or("?"))
+    }
+}
+
 /// Plans steps of user code at any input size (see the module docs).
 pub struct Planner<S, const N: usize, Setup, Step> {
     setup: Setup,
@@ -37,14 +171,15 @@ pub struct Planner<S, const N: usize, Setup, Step> {
     _scalar: PhantomData<S>,
 }
 
-impl<S, const N: usize, M, Setup, Step> Planner<S, N, Setup, Step>
+impl<S, const N: usize, M, T, Setup, Step> Planner<S, N, Setup, Step>
 where
     S: Scalar,
+    T: StepOutput,
     Setup: Fn(&mut Graph<'static, S, N>) -> Result<M>,
-    Step: Fn(&mut Graph<'static, S, N>, &M, usize, usize) -> Result<Tensor>,
+    Step: Fn(&mut Graph<'static, S, N>, &M, usize, usize) -> Result<T>,
 {
-    /// `setup(g)` creates the model; `step(g, model, h, w)` records a forward pass
-    /// at `h x w` and returns the loss (a one-element tensor).
+    /// `setup(g)` creates the model; `step(g, model, h, w)` records a step at `h x w`
+    /// and returns its loss or, having run backward itself, `()`.
     pub fn new(setup: Setup, step: Step) -> Self {
         Planner {
             setup,
@@ -60,16 +195,25 @@ where
         let model = (self.setup)(&mut g)?;
         let persistent_bytes = g.arena().used_bytes();
         g.reset_high_water();
-        let loss = (self.step)(&mut g, &model, h, w)?;
-        let forward_bytes = g.arena().high_water_bytes();
-        g.backward(loss)?;
+        g.forward_high_water = 0;
+        let out = (self.step)(&mut g, &model, h, w)?;
+        let recorded = g.arena().high_water_bytes();
+        out.finish(&mut g)?;
+        // Backward, run by the planner or by the step, notes the forward's high water.
+        let forward_bytes = match g.forward_high_water {
+            0 => recorded,
+            f => f,
+        };
         let step_bytes = g.arena().high_water_bytes();
+        let mut records = g.tape_len();
         g.end_step();
         g.set_grad_enabled(false);
         g.reset_high_water();
-        (self.step)(&mut g, &model, h, w)?;
+        (self.step)(&mut g, &model, h, w)?.finish(&mut g)?;
+        records = records.max(g.tape_len());
         let inference_bytes = g.arena().high_water_bytes();
         Ok(Plan {
+            records,
             persistent_bytes,
             forward_bytes,
             step_bytes,
@@ -83,35 +227,58 @@ where
     }
 
     /// The largest square input whose training step fits in `budget` bytes.
-    pub fn largest_square(&self, budget: usize) -> Option<usize> {
+    pub fn largest_square(&self, budget: usize) -> core::result::Result<usize, NoFit> {
         self.largest_scaled(budget, [1, 1]).map(|(h, _)| h)
+    }
+
+    /// Why the step at `h x w`, planned as `p`, does not fit `budget`.
+    fn no_fit(&self, p: Result<Plan>, size: (usize, usize), budget: usize) -> NoFit {
+        match p {
+            Ok(p) if p.persistent_bytes > budget => NoFit::Parameters {
+                bytes: p.persistent_bytes,
+                budget,
+            },
+            Ok(p) => NoFit::SmallestInput {
+                size,
+                step_bytes: p.step_bytes,
+                budget,
+            },
+            Err(e) => NoFit::Invalid(e),
+        }
     }
 
     /// The input size to use for an `h x w` sample in `budget` bytes: `h x w` itself
     /// when its training step fits, otherwise the largest `th x tw` with `th < h` and
     /// `tw = round(w * th / h)` (the sample's aspect ratio, at least 1) that fits, or
-    /// `None` when no valid size does. Bisection over `th`, after a scan up from 1 past
-    /// the sizes too small to be valid inputs (their plans are errors).
-    pub fn largest_within(&self, budget: usize, h: usize, w: usize) -> Option<(usize, usize)> {
-        if self.fits(h, w, budget) {
-            return Some((h, w));
+    /// why no valid size does. Bisection over `th`, after a scan up from 1 past the
+    /// sizes too small to be valid inputs (their plans are errors).
+    pub fn largest_within(
+        &self,
+        budget: usize,
+        h: usize,
+        w: usize,
+    ) -> core::result::Result<(usize, usize), NoFit> {
+        let full = self.plan(h, w);
+        if full.is_ok_and(|p| p.step_bytes <= budget) {
+            return Ok((h, w));
         }
         let size = |th: usize| {
             let tw = w.checked_mul(th)?.checked_add(h / 2)? / h;
             Some((th, tw.max(1)))
         };
+        let overflow = NoFit::Invalid(Error::Overflow { op: "largest_within" });
         let fits = |th: usize| size(th).is_some_and(|(a, b)| self.fits(a, b, budget));
         // The smallest valid size: below it plans are errors; at or above it they are
         // plans, and the first one that does not fit ends the search.
         let mut lo = 1;
         loop {
             if lo >= h {
-                return None;
+                return Err(self.no_fit(full, (h, w), budget));
             }
-            let (a, b) = size(lo)?;
+            let (a, b) = size(lo).ok_or(overflow)?;
             match self.plan(a, b) {
                 Ok(p) if p.step_bytes <= budget => break,
-                Ok(_) => return None,
+                p @ Ok(_) => return Err(self.no_fit(p, (a, b), budget)),
                 Err(_) => lo += 1,
             }
         }
@@ -124,29 +291,41 @@ where
                 hi = mid;
             }
         }
-        size(lo)
+        size(lo).ok_or(overflow)
     }
 
     /// The largest `k * aspect[0] x k * aspect[1]` input whose training step fits in
-    /// `budget` bytes, or `None` when even the smallest valid one does not.
-    pub fn largest_scaled(&self, budget: usize, aspect: [usize; 2]) -> Option<(usize, usize)> {
+    /// `budget` bytes, or why even the smallest valid one does not.
+    pub fn largest_scaled(
+        &self,
+        budget: usize,
+        aspect: [usize; 2],
+    ) -> core::result::Result<(usize, usize), NoFit> {
         let size = |k: usize| Some((k.checked_mul(aspect[0])?, k.checked_mul(aspect[1])?));
         let fits = |k: usize| size(k).is_some_and(|(h, w)| self.fits(h, w, budget));
         // Find a fitting scale: below the smallest valid input, plans are errors.
         let mut k = 1usize;
         let lo = loop {
-            let (h, w) = size(k)?;
+            let Some((h, w)) = size(k) else {
+                return Err(NoFit::Invalid(Error::Overflow { op: "largest_scaled" }));
+            };
             match self.plan(h, w) {
                 Ok(p) if p.step_bytes <= budget => break k,
-                Ok(_) => return None,
-                Err(_) => k = k.checked_mul(2)?,
+                p @ Ok(_) => return Err(self.no_fit(p, (h, w), budget)),
+                Err(e) => match k.checked_mul(2) {
+                    Some(next) => k = next,
+                    None => return Err(NoFit::Invalid(e)),
+                },
             }
         };
         // Double until it no longer fits, then bisect between the two.
         let (mut lo, mut hi) = (lo, lo);
         while fits(hi) {
             lo = hi;
-            hi = hi.checked_mul(2)?;
+            hi = match hi.checked_mul(2) {
+                Some(h2) => h2,
+                None => break,
+            };
         }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
@@ -156,6 +335,6 @@ where
                 hi = mid;
             }
         }
-        size(lo)
+        Ok(size(lo).unwrap_or((0, 0)))
     }
 }

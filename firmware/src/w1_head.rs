@@ -196,7 +196,7 @@ pub fn input_size<const N: usize>(
     (h, w): (usize, usize),
     budget: usize,
 ) -> Option<(usize, usize)> {
-    planner::<N>(f, lr, (h, w)).largest_within(budget, h, w)
+    planner::<N>(f, lr, (h, w)).largest_within(budget, h, w).ok()
 }
 
 /// The arena bytes of a training step on an `native` sample used at `target` size.

@@ -42,8 +42,20 @@ fn tape_full_is_an_error_and_the_next_step_works() {
     let y = g.linear(x, w, None).unwrap();
     let z = g.relu(y).unwrap();
     assert_eq!(g.tape_len(), 4);
-    assert_eq!(g.relu(z), Err(Error::TapeFull { capacity: 4 }));
-    assert_eq!(g.input(&[1], &[0.0]), Err(Error::TapeFull { capacity: 4 }));
+    assert_eq!(
+        g.relu(z),
+        Err(Error::TapeFull {
+            capacity: 4,
+            needed: None
+        })
+    );
+    assert_eq!(
+        g.input(&[1], &[0.0]),
+        Err(Error::TapeFull {
+            capacity: 4,
+            needed: None
+        })
+    );
     // The failed calls took no arena: what is in use is exactly the four records.
     assert_eq!(g.arena().used_bytes(), 4 * (12 + 3 + 2 + 2));
     g.backward_with(z, &[1.0, 1.0]).unwrap();
@@ -72,7 +84,9 @@ fn arena_to_the_brim_fits_exactly_and_one_word_less_fails_cleanly() {
     let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).unwrap();
     let before = params(&g);
     match step(&mut g, &model, &mut sgd, 28, 28) {
-        Err(Error::ArenaExhausted { needed, available }) => {
+        Err(Error::ArenaExhausted {
+            needed, available, ..
+        }) => {
             assert!(needed > available, "{needed} {available}")
         }
         other => panic!("expected ArenaExhausted, got {other:?}"),
@@ -98,15 +112,16 @@ fn bad_calls_are_errors_and_leave_the_graph_usable() {
         Err(Error::ShapeMismatch { .. })
     ));
     let bad_rank = g.input(&[4, 4], &[0.0; 16]).unwrap();
-    assert!(matches!(
-        model.forward(&mut g, bad_rank),
-        Err(Error::ShapeMismatch { op: "conv2d", .. })
-    ));
+    let e = model.forward(&mut g, bad_rank).unwrap_err();
+    assert!(matches!(e.error, Error::ShapeMismatch { op: "conv2d", .. }));
+    assert_eq!((e.layer.index, e.layer.kind), (0, "conv2d"));
     let tiny = g.input(&[1, 1, 3, 3], &[0.0; 9]).unwrap();
-    assert!(matches!(
-        model.forward(&mut g, tiny),
-        Err(Error::ShapeMismatch { op: "max_pool2d", .. })
-    ));
+    let e = model.forward(&mut g, tiny).unwrap_err();
+    assert!(matches!(e.error, Error::ShapeMismatch { op: "max_pool2d", .. }));
+    assert_eq!(
+        (e.layer.index, e.layer.kind, e.layer.input.dims()),
+        (5, "max_pool2d", &[1, 16, 1, 1][..])
+    );
     let x = g.input(&[1, 1, 8, 8], &[0.5; 64]).unwrap();
     let logits = model.forward(&mut g, x).unwrap();
     assert!(matches!(

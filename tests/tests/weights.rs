@@ -239,7 +239,7 @@ fn shape_mismatch_with_the_model() {
         e,
         Error::ShapeMismatch {
             op: "load weights",
-            what: "a parameter dimension, model vs file",
+            what: "a parameter dimension is {found} in the file, {expected} in the model",
             expected: 3,
             found: 5
         }

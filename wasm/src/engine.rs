@@ -81,7 +81,7 @@ pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> 
             let x = g.input(&[batch, channels, h, w], &[])?;
             if !g.grad_enabled() {
                 // The planner's inference pass: a prediction is the forward alone.
-                return model.forward(g, x);
+                return Ok(model.forward(g, x)?);
             }
             let logits = model.forward_with(g, x, |g, l, y| {
                 shapes.borrow_mut().push(PlannedLayer {

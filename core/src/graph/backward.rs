@@ -17,7 +17,7 @@
 
 use super::{BackwardFn, Graph, NodeId};
 use crate::arena::Span;
-use crate::error::{Error, Result};
+use crate::error::{Error, Phase, Result};
 use crate::optim::HookFn;
 #[cfg(doc)]
 use crate::optim::ParamHook;
@@ -57,7 +57,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if seed.len() != n && !self.arena.is_meta() {
             return Err(Error::ShapeMismatch {
                 op: "backward_with",
-                what: "seed length vs tensor elements",
+                what: "seed has {found} values, the tensor has {expected} elements",
                 expected: n,
                 found: seed.len(),
             });
@@ -66,6 +66,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn backward_seeded(&mut self, id: usize, seed: Option<&[S]>) -> Result<()> {
+        self.forward_high_water = self.arena.high_water_bytes();
+        if self.arena.is_meta() && !self.grad_enabled() {
+            // A planner's inference pass of a step that calls backward itself.
+            return Ok(());
+        }
         if !self.nodes[id].requires_grad {
             return Err(Error::NoGradient {
                 what: "nothing that requires a gradient led to this tensor",
@@ -119,6 +124,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn walk(&mut self, id: usize, seed: Option<&[S]>) -> Result<()> {
+        self.set_site(self.nodes[id].op.name(), Phase::Backward);
         self.ensure_grad(id)?;
         if let (Some(g), false) = (self.nodes[id].grad, self.arena.is_meta()) {
             let dst = self.arena.get_mut(g);
@@ -147,6 +153,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 let rule = n.backward.ok_or(Error::InvalidState {
                     what: "record without a backward rule (engine bug)",
                 })?;
+                self.set_site(n.op.name(), Phase::Backward);
                 rule(self, i)?;
                 self.nodes[i].spent = true;
                 if let Some(h) = hook {

@@ -20,6 +20,7 @@ mod finite;
 mod memory;
 mod no_grad;
 mod node;
+mod site;
 mod trace;
 
 pub(crate) use finite::first_non_finite;
@@ -28,7 +29,7 @@ pub(crate) use node::{word, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params
 pub use trace::{TraceEvent, TraceFn};
 
 use crate::arena::{Arena, Span};
-use crate::error::{Error, Result};
+use crate::error::{Error, Phase, Result};
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
@@ -60,6 +61,10 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     /// What reports a record to `trace`: set only by [`Graph::set_trace`], so a program
     /// that never traces links none of the reporting code.
     tracer: Option<trace::Reporter<S, N>>,
+    /// Records a step needs, from its plan ([`Graph::set_plan`]), for [`Error::TapeFull`].
+    planned_records: Option<usize>,
+    /// The arena's high-water mark when backward last started (the forward pass's).
+    pub(crate) forward_high_water: usize,
 }
 
 impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
@@ -86,6 +91,8 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             param_hook: None,
             trace: None,
             tracer: None,
+            planned_records: None,
+            forward_high_water: 0,
         }
     }
 
@@ -120,10 +127,24 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.nodes.len()
     }
 
-    /// Number of parameters, frozen external tensors included (they share the
-    /// parameters' numbering and handles).
+    /// Number of parameter *tensors*, frozen external tensors included (they share
+    /// the parameters' numbering and handles); the same as
+    /// [`Graph::num_param_tensors`]. For PyTorch's count of parameter values, see
+    /// [`Graph::num_param_elements`].
     pub fn num_params(&self) -> usize {
         self.n_params
+    }
+
+    /// Number of parameter tensors (a conv's weight and bias are two), frozen
+    /// external tensors included.
+    pub fn num_param_tensors(&self) -> usize {
+        self.n_params
+    }
+
+    /// Number of parameter values (`sum(p.numel() for p in model.parameters())`),
+    /// frozen external tensors included.
+    pub fn num_param_elements(&self) -> usize {
+        self.nodes[..self.n_params].iter().map(|n| n.shape.numel()).sum()
     }
 
     /// The handle of parameter `i` (creation order).
@@ -217,14 +238,13 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             });
         }
         let shape = Shape::new(dims)?;
-        if self.nodes.is_full() {
-            return Err(Error::TapeFull { capacity: N });
-        }
+        self.ensure_room()?;
         let n = shape.numel();
         // Fused SGD keeps no gradient buffer: backward applies the update directly.
         let copies = if self.param_hook.is_some() { 1 } else { 2 };
         let both = n.checked_mul(copies).ok_or(Error::Overflow { op: "param" })?;
         // One allocation for data and gradient, so a failure leaves nothing behind.
+        self.set_site("param", Phase::Setup);
         let span = self.arena.alloc_persistent(both)?;
         let mut node = Node::new(
             shape,
@@ -244,9 +264,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             });
         }
         let id = self.nodes.len();
-        self.nodes
-            .push(node)
-            .map_err(|_| Error::TapeFull { capacity: N })?;
+        self.nodes.push(node).map_err(|_| self.tape_full())?;
         self.n_params += 1;
         Ok(Tensor {
             id: id as NodeId,
@@ -271,12 +289,13 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         if shape.numel() != data.len() {
             return Err(Error::ShapeMismatch {
                 op: "external",
-                what: "data length vs shape",
+                what: "data has {found} values, the shape holds {expected}",
                 expected: shape.numel(),
                 found: data.len(),
             });
         }
         self.ensure_room()?;
+        self.set_site("external", Phase::Setup);
         let span = self.arena.map_external(data)?;
         let id = self.nodes.len();
         self.push_node(Node::new(shape, span, Op::LEAF, None, false, Span::EMPTY))?;
@@ -287,13 +306,14 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         })
     }
 
-    /// Long-lived zeroed words for optimizer state, taken next to the parameters.
-    pub(crate) fn alloc_state(&mut self, len: usize) -> Result<Span> {
+    /// Long-lived zeroed words for optimizer `op`'s state, taken next to the parameters.
+    pub(crate) fn alloc_state(&mut self, op: &'static str, len: usize) -> Result<Span> {
         if self.nodes.len() != self.n_params {
             return Err(Error::InvalidState {
                 what: "optimizer state must be created before a step records ops",
             });
         }
+        self.set_site(op, Phase::Optimizer);
         self.arena.alloc_persistent(len)
     }
 
@@ -349,7 +369,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             let err = match fill(self.arena.get_mut(span)) {
                 Err(found) => Some(Error::ShapeMismatch {
                     op,
-                    what: "data length vs shape",
+                    what: "data has {found} values, the shape holds {expected}",
                     expected: shape.numel(),
                     found,
                 }),
@@ -374,7 +394,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// Fails early, before any allocation, when the tape has no room.
     pub(crate) fn ensure_room(&self) -> Result<()> {
         if self.nodes.is_full() {
-            Err(Error::TapeFull { capacity: N })
+            Err(self.tape_full())
         } else {
             Ok(())
         }
@@ -392,6 +412,12 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         saved_len: usize,
     ) -> Result<Tensor> {
         self.ensure_room()?;
+        let name = if op.is_leaf() {
+            "input or no-grad op"
+        } else {
+            op.name()
+        };
+        self.set_site(name, Phase::Forward);
         let mark = self.arena.mark();
         let data = self.arena.alloc(shape.numel())?;
         let saved = match self.arena.alloc(saved_len) {
@@ -409,9 +435,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// Appends a record whose data span was chosen by the caller (views).
     pub(crate) fn push_node(&mut self, node: Node<S, N>) -> Result<Tensor> {
         let id = self.nodes.len();
-        self.nodes
-            .push(node)
-            .map_err(|_| Error::TapeFull { capacity: N })?;
+        self.nodes.push(node).map_err(|_| self.tape_full())?;
         Ok(Tensor {
             id: id as NodeId,
             gen: self.gen,

@@ -154,7 +154,7 @@ impl<F: NorFlash> AbCheckpoint<F> {
         if len > self.capacity() {
             return Err(Error::ShapeMismatch {
                 op: "AbCheckpoint::save",
-                what: "weights bytes vs slot capacity",
+                what: "the weights take {expected} bytes, the slot holds {found}",
                 expected: len,
                 found: self.capacity(),
             });
@@ -249,7 +249,7 @@ impl<F: NorFlash> AbCheckpoint<F> {
         if scratch.len() < info.len {
             return Err(Error::ShapeMismatch {
                 op: "AbCheckpoint::load",
-                what: "scratch bytes vs saved weights",
+                what: "scratch has {found} bytes, the saved weights take {expected}",
                 expected: info.len,
                 found: scratch.len(),
             });

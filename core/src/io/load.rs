@@ -35,7 +35,7 @@ pub fn check<S: Scalar, const N: usize>(g: &Graph<'_, S, N>, w: &Weights<'_>) ->
     if w.len() != g.num_params() {
         return Err(Error::ShapeMismatch {
             op: "load weights",
-            what: "number of parameters in the file vs the model",
+            what: "the file has {found} parameters, the model {expected}",
             expected: g.num_params(),
             found: w.len(),
         });
@@ -66,7 +66,7 @@ fn check_record<S: Scalar, const N: usize>(g: &Graph<'_, S, N>, i: usize, r: &Re
     if want.rank() != r.shape.rank() {
         return Err(Error::ShapeMismatch {
             op: "load weights",
-            what: "rank of a parameter, model vs file",
+            what: "a parameter has {found} dimensions in the file, {expected} in the model",
             expected: want.rank(),
             found: r.shape.rank(),
         });
@@ -75,7 +75,7 @@ fn check_record<S: Scalar, const N: usize>(g: &Graph<'_, S, N>, i: usize, r: &Re
         if a != b {
             return Err(Error::ShapeMismatch {
                 op: "load weights",
-                what: "a parameter dimension, model vs file",
+                what: "a parameter dimension is {found} in the file, {expected} in the model",
                 expected: a,
                 found: b,
             });

@@ -29,7 +29,7 @@ fn check_names<S: Scalar, const N: usize>(g: &Graph<'_, S, N>, names: &[&str]) -
     if !names.is_empty() && names.len() != g.num_params() {
         return Err(Error::ShapeMismatch {
             op: "save weights",
-            what: "number of names vs parameters",
+            what: "{found} names for {expected} parameters",
             expected: g.num_params(),
             found: names.len(),
         });
@@ -95,7 +95,7 @@ pub fn save_named<S: Scalar, const N: usize>(
     if out.len() < need {
         return Err(Error::ShapeMismatch {
             op: "save weights",
-            what: "output buffer bytes",
+            what: "output buffer has {found} bytes, the weights need {expected}",
             expected: need,
             found: out.len(),
         });

@@ -171,6 +171,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let n = xn.shape.numel();
         let mark = self.arena.mark();
+        self.set_site("relu_", crate::error::Phase::Forward);
         let saved = self.arena.alloc(if rg { c::mask_words(n) } else { 0 })?;
         let op = match rg {
             true => Op::unary(&RELU_MASKED, xi),

@@ -92,8 +92,18 @@ pub(crate) fn geometry_of(
     b: Option<Shape>,
     p: &Conv2dParams,
 ) -> Result<ConvGeom> {
-    expect_rank(op, "input rank (N, C, H, W)", x.rank(), 4)?;
-    expect_rank(op, "weight rank (out, in/groups, kh, kw)", w.rank(), 4)?;
+    expect_rank(
+        op,
+        "input has {found} dimensions, expected {expected} (N, C, H, W)",
+        x.rank(),
+        4,
+    )?;
+    expect_rank(
+        op,
+        "weight has {found} dimensions, expected {expected} (out, in/groups, kh, kw)",
+        w.rank(),
+        4,
+    )?;
     let (n, c_in, h, wd) = (x.dim(0), x.dim(1), x.dim(2), x.dim(3));
     let (c_out, cin_g, kh, kw) = (w.dim(0), w.dim(1), w.dim(2), w.dim(3));
     if p.groups == 0 {
@@ -113,15 +123,15 @@ pub(crate) fn geometry_of(
     if cin_g != c_in / p.groups {
         return Err(Error::ShapeMismatch {
             op,
-            what: "weight input channels vs input channels / groups",
-            expected: c_in / p.groups,
-            found: cin_g,
+            what: "input has {found} channels, the weight expects {expected}",
+            expected: cin_g * p.groups,
+            found: c_in,
         });
     }
     if n == 0 || c_in == 0 || c_out == 0 || h == 0 || wd == 0 {
         return Err(Error::ShapeMismatch {
             op,
-            what: "zero-sized input or weight dimension",
+            what: "the input or the weight has a dimension of size {found}, expected at least {expected}",
             expected: 1,
             found: 0,
         });
@@ -130,7 +140,7 @@ pub(crate) fn geometry_of(
         if b.rank() != 1 || b.dim(0) != c_out {
             return Err(Error::ShapeMismatch {
                 op,
-                what: "bias length vs output channels",
+                what: "bias has {found} values, the layer has {expected} output channels",
                 expected: c_out,
                 found: b.numel(),
             });

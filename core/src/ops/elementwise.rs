@@ -34,7 +34,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if an.shape != bn.shape {
             return Err(Error::ShapeMismatch {
                 op: kind.name,
-                what: "operands must have the same shape; element counts",
+                what: "operands must have the same shape (the second has {found} elements, the first {expected})",
                 expected: an.shape.numel(),
                 found: bn.shape.numel(),
             });

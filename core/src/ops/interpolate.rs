@@ -36,11 +36,16 @@ fn word_mode(w: u32) -> InterpMode {
 }
 
 pub(crate) fn geometry(x: Shape, size: [usize; 2], mode: InterpMode) -> Result<ResizeGeom> {
-    expect_rank(OP, "input rank (N, C, H, W)", x.rank(), 4)?;
+    expect_rank(
+        OP,
+        "input has {found} dimensions, expected {expected} (N, C, H, W)",
+        x.rank(),
+        4,
+    )?;
     if x.numel() == 0 {
         return Err(Error::ShapeMismatch {
             op: OP,
-            what: "zero-sized input dimension",
+            what: "input has a dimension of size {found}, expected at least {expected}",
             expected: 1,
             found: 0,
         });

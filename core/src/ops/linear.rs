@@ -19,22 +19,32 @@ pub(crate) static LINEAR: OpKind = OpKind {
 };
 
 fn sizes(x: Shape, w: Shape, b: Option<Shape>) -> Result<(usize, usize, usize)> {
-    expect_rank(OP, "input rank (batch, features)", x.rank(), 2)?;
-    expect_rank(OP, "weight rank (out, in)", w.rank(), 2)?;
+    expect_rank(
+        OP,
+        "input has {found} dimensions, expected {expected} (batch, features)",
+        x.rank(),
+        2,
+    )?;
+    expect_rank(
+        OP,
+        "weight has {found} dimensions, expected {expected} (out, in)",
+        w.rank(),
+        2,
+    )?;
     let (batch, inp, out) = (x.dim(0), x.dim(1), w.dim(0));
     if w.dim(1) != inp {
         return Err(Error::ShapeMismatch {
             op: OP,
-            what: "weight input features vs input features",
-            expected: inp,
-            found: w.dim(1),
+            what: "input has {found} features, the weight expects {expected}",
+            expected: w.dim(1),
+            found: inp,
         });
     }
     if let Some(b) = b {
         if b.rank() != 1 || b.dim(0) != out {
             return Err(Error::ShapeMismatch {
                 op: OP,
-                what: "bias length vs output features",
+                what: "bias has {found} values, the layer has {expected} output features",
                 expected: out,
                 found: b.numel(),
             });

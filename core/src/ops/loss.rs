@@ -40,12 +40,17 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         const OP: &str = "cross_entropy";
         let li = self.id(logits)?;
         let ln = self.nodes[li];
-        expect_rank(OP, "input rank (batch, classes)", ln.shape.rank(), 2)?;
+        expect_rank(
+            OP,
+            "input has {found} dimensions, expected {expected} (batch, classes)",
+            ln.shape.rank(),
+            2,
+        )?;
         let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
         if b == 0 || c == 0 {
             return Err(Error::ShapeMismatch {
                 op: OP,
-                what: "zero-sized batch or class dimension",
+                what: "batch or classes is {found}, expected at least {expected}",
                 expected: 1,
                 found: 0,
             });
@@ -55,7 +60,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             if n_targets != b {
                 return Err(Error::ShapeMismatch {
                     op: OP,
-                    what: "number of targets vs batch",
+                    what: "{found} targets for a batch of {expected}",
                     expected: b,
                     found: n_targets,
                 });
@@ -150,7 +155,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if xn.shape != tn.shape {
             return Err(Error::ShapeMismatch {
                 op: OP,
-                what: "input and target must have the same shape; element counts",
+                what: "target has {found} elements, the input {expected} (shapes must match)",
                 expected: xn.shape.numel(),
                 found: tn.shape.numel(),
             });
@@ -159,7 +164,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if n == 0 {
             return Err(Error::ShapeMismatch {
                 op: OP,
-                what: "empty input",
+                what: "input has {found} elements, expected at least {expected}",
                 expected: 1,
                 found: 0,
             });

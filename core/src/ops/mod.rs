@@ -149,7 +149,7 @@ pub(crate) fn window_out(
     if eff > padded {
         return Err(Error::ShapeMismatch {
             op,
-            what: "input (padded) smaller than the kernel",
+            what: "the input is {found} long with padding, shorter than the kernel's span of {expected}",
             expected: eff,
             found: padded,
         });

@@ -79,11 +79,16 @@ fn padded_len(len: usize, before: isize, after: isize, mode: PadMode) -> Result<
 }
 
 pub(crate) fn geometry(x: Shape, p: &PadParams) -> Result<PadGeom> {
-    expect_rank(OP, "input rank (N, C, H, W)", x.rank(), 4)?;
+    expect_rank(
+        OP,
+        "input has {found} dimensions, expected {expected} (N, C, H, W)",
+        x.rank(),
+        4,
+    )?;
     if x.numel() == 0 {
         return Err(Error::ShapeMismatch {
             op: OP,
-            what: "zero-sized input dimension",
+            what: "input has a dimension of size {found}, expected at least {expected}",
             expected: 1,
             found: 0,
         });
@@ -140,7 +145,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// The window `[top, top + h) x [left, left + w)` of the spatial dims.
     pub fn crop(&mut self, x: Tensor, top: usize, left: usize, h: usize, w: usize) -> Result<Tensor> {
         let s = self.shape(x)?;
-        expect_rank("crop", "input rank (N, C, H, W)", s.rank(), 4)?;
+        expect_rank(
+            "crop",
+            "input has {found} dimensions, expected {expected} (N, C, H, W)",
+            s.rank(),
+            4,
+        )?;
         let (ih, iw) = (s.dim(2), s.dim(3));
         let fits = |a: usize, b: usize, n: usize| a.checked_add(b).is_some_and(|e| e <= n);
         if h == 0 || w == 0 || !fits(top, h, ih) || !fits(left, w, iw) {

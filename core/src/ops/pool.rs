@@ -85,11 +85,16 @@ static AVG_POOL2D: OpKind = kind("avg_pool2d");
 static ADAPTIVE_AVG_POOL2D: OpKind = kind("adaptive_avg_pool2d");
 
 fn planes(op: &'static str, x: Shape) -> Result<(usize, usize, usize)> {
-    expect_rank(op, "input rank (N, C, H, W)", x.rank(), 4)?;
+    expect_rank(
+        op,
+        "input has {found} dimensions, expected {expected} (N, C, H, W)",
+        x.rank(),
+        4,
+    )?;
     if x.numel() == 0 {
         return Err(Error::ShapeMismatch {
             op,
-            what: "zero-sized input dimension",
+            what: "input has a dimension of size {found}, expected at least {expected}",
             expected: 1,
             found: 0,
         });

@@ -34,7 +34,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if shape.numel() != xn.shape.numel() {
             return Err(Error::ShapeMismatch {
                 op: "reshape",
-                what: "element count",
+                what: "the new shape has {found} elements, the input {expected}",
                 expected: xn.shape.numel(),
                 found: shape.numel(),
             });

@@ -38,7 +38,7 @@ impl Adam {
             betas: (0.9, 0.999),
             eps: 1e-8,
             weight_decay: 0.0,
-            state: g.alloc_state(both)?,
+            state: g.alloc_state("adam", both)?,
             elems,
             t: 0,
             grad_scale: 1.0,

@@ -122,7 +122,7 @@ fn export_w1(st_path: &str, tlw_path: Option<&str>, epochs: usize) -> Res<()> {
             let x = g
                 .input_with(&[batch.len(), 1, h, w], |dst| fill(dst, &batch))
                 .map_err(e)?;
-            let logits = model.forward(&mut g, x).map_err(e)?;
+            let logits = model.forward(&mut g, x).map_err(|e| e.to_string())?;
             let loss = g.cross_entropy(logits, &labels).map_err(e)?;
             g.backward(loss).map_err(e)?;
             sgd.step(&mut g).map_err(e)?;

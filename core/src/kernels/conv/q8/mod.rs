@@ -111,7 +111,7 @@ impl<'a> QConv2dWeights<'a> {
         if cout == 0 || cin_g == 0 || kh == 0 || kw == 0 {
             return Err(Error::ShapeMismatch {
                 op: OP,
-                what: "zero-sized weight dimension",
+                what: "weight has a dimension of size {found}, expected at least {expected}",
                 expected: 1,
                 found: 0,
             });
@@ -142,17 +142,25 @@ impl<'a> QConv2dWeights<'a> {
         };
         if weights.len() != len {
             return Err(mismatch(
-                "weights length vs out * in/groups * kh * kw",
+                "weights have {found} values, the shape (out, in/groups, kh, kw) holds {expected}",
                 len,
                 weights.len(),
             ));
         }
         if scales.len() != cout {
-            return Err(mismatch("scales length vs output channels", cout, scales.len()));
+            return Err(mismatch(
+                "{found} scales for {expected} output channels",
+                cout,
+                scales.len(),
+            ));
         }
         if let Some(b) = bias {
             if b.len() != cout {
-                return Err(mismatch("bias length vs output channels", cout, b.len()));
+                return Err(mismatch(
+                    "bias has {found} values, the layer has {expected} output channels",
+                    cout,
+                    b.len(),
+                ));
             }
         }
         let mut i = 0;

@@ -10,6 +10,7 @@
 //!   `linear`, `pad`, `resize`, `elementwise`, `compact` (ReLU with a bit mask).
 //! - Which specialisation a scalar type runs is chosen in one place, `set.rs`.
 
+pub mod activation;
 pub mod compact;
 pub mod conv;
 pub mod elementwise;

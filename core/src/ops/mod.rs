@@ -49,6 +49,7 @@
 pub mod activation;
 pub mod conv;
 pub mod elementwise;
+pub mod hard;
 pub mod interpolate;
 pub mod linear;
 pub mod loss;
@@ -76,6 +77,9 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::LEAKY_RELU_SPEC,
         Graph::SIGMOID_SPEC,
         Graph::TANH_SPEC,
+        Graph::RELU6_SPEC,
+        Graph::HARDSWISH_SPEC,
+        Graph::HARDSIGMOID_SPEC,
         Graph::ADD_SPEC,
         Graph::MUL_SPEC,
         Graph::FLATTEN_SPEC,

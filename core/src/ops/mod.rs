@@ -82,6 +82,8 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::HARDSIGMOID_SPEC,
         Graph::ADD_SPEC,
         Graph::MUL_SPEC,
+        Graph::SUB_SPEC,
+        Graph::DIV_SPEC,
         Graph::FLATTEN_SPEC,
         Graph::CROSS_ENTROPY_SPEC,
         Graph::MSE_LOSS_SPEC,

@@ -19,6 +19,7 @@ pub mod pad;
 pub mod pool;
 pub mod resize;
 pub mod set;
+pub mod softmax;
 pub use set::KernelSet;
 #[cfg(test)]
 pub(crate) mod test_shapes;

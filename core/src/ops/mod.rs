@@ -58,6 +58,7 @@ pub mod pool;
 pub mod qconv;
 pub mod registry;
 pub mod reshape;
+pub mod softmax;
 
 use crate::arena::Span;
 use crate::error::{Error, Result};
@@ -84,6 +85,8 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::MUL_SPEC,
         Graph::SUB_SPEC,
         Graph::DIV_SPEC,
+        Graph::SOFTMAX_SPEC,
+        Graph::LOG_SOFTMAX_SPEC,
         Graph::FLATTEN_SPEC,
         Graph::CROSS_ENTROPY_SPEC,
         Graph::MSE_LOSS_SPEC,

@@ -53,6 +53,7 @@ pub mod hard;
 pub mod interpolate;
 pub mod linear;
 pub mod loss;
+pub mod nll;
 pub mod pad;
 pub mod pool;
 pub mod qconv;
@@ -89,6 +90,7 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::LOG_SOFTMAX_SPEC,
         Graph::FLATTEN_SPEC,
         Graph::CROSS_ENTROPY_SPEC,
+        Graph::NLL_LOSS_SPEC,
         Graph::MSE_LOSS_SPEC,
         Graph::PAD_SPEC,
         Graph::INTERPOLATE_SPEC,

@@ -51,12 +51,14 @@ pub mod conv;
 pub mod elementwise;
 pub mod hard;
 pub mod interpolate;
+pub mod layout;
 pub mod linear;
 pub mod loss;
 pub mod nll;
 pub mod pad;
 pub mod pool;
 pub mod qconv;
+pub mod reduce;
 pub mod registry;
 pub mod reshape;
 pub mod softmax;
@@ -89,6 +91,10 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::SOFTMAX_SPEC,
         Graph::LOG_SOFTMAX_SPEC,
         Graph::FLATTEN_SPEC,
+        Graph::CAT_SPEC,
+        Graph::PERMUTE_SPEC,
+        Graph::SUM_SPEC,
+        Graph::MEAN_SPEC,
         Graph::CROSS_ENTROPY_SPEC,
         Graph::NLL_LOSS_SPEC,
         Graph::MSE_LOSS_SPEC,

@@ -47,6 +47,7 @@
 //! `forward` and `name` arms) when the op is one.
 
 pub mod activation;
+pub mod adaptive_max;
 pub mod conv;
 pub mod elementwise;
 pub mod hard;
@@ -77,6 +78,7 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::MAX_POOL2D_SPEC,
         Graph::AVG_POOL2D_SPEC,
         Graph::ADAPTIVE_AVG_POOL2D_SPEC,
+        Graph::ADAPTIVE_MAX_POOL2D_SPEC,
         Graph::RELU_SPEC,
         Graph::LEAKY_RELU_SPEC,
         Graph::SIGMOID_SPEC,

@@ -7,7 +7,7 @@
 
 use torchlet::init::Rng;
 use torchlet::nn::Conv2d;
-use torchlet::{Conv2dParams, Graph, Pool2dParams, Result, Tensor};
+use torchlet::{Conv2dParams, Graph, LossParams, Pool2dParams, Reduction, Result, Tensor};
 use torchlet_tests::conformance::{run_case, run_f32, Case, Cases, JsonTensor};
 
 /// The ops this branch answers; every one must have golden cases.
@@ -204,8 +204,10 @@ fn nan_propagates_through_relu_leaky_relu_relu6_and_max_pool() {
     }
 }
 
-/// conv -> hardswish -> conv -> relu6 -> max pool -> hardsigmoid -> sum loss (mse
-/// against zeros), at any size: the meta plan equals the real high-water mark.
+/// A small segmentation-style network using every new op: conv, hardswish / relu6
+/// branches joined by cat, hardsigmoid, sub, mul, div, permute there and back, a
+/// per-pixel cross-entropy with ignored (255) pixels, and a classification head of
+/// adaptive max pool, mean, log_softmax / softmax, sum and nll_loss.
 fn small_net<const N: usize>(
     g: &mut Graph<'_, f32, N>,
     h: usize,
@@ -214,43 +216,106 @@ fn small_net<const N: usize>(
 ) -> Result<Tensor> {
     let mut rng = Rng::new(5);
     let c1 = Conv2d::new(g, 1, 4, 3, Conv2dParams::padded(1), true, &mut rng)?;
-    let c2 = Conv2d::new(g, 4, 4, 3, Conv2dParams::padded(1), true, &mut rng)?;
-    let x = match data {
-        Some(d) => g.input(&[1, 1, h, w], d)?,
-        None => g.input(&[1, 1, h, w], &[])?,
-    };
+    let c2 = Conv2d::new(g, 8, 3, 1, Conv2dParams::padded(0), true, &mut rng)?;
+    let real = data.is_some();
+    let x = g.input(&[1, 1, h, w], data.unwrap_or(&[]))?;
     let y = c1.forward(g, x)?;
-    let y = g.hardswish(y)?;
-    let y = c2.forward(g, y)?;
-    let y = g.relu6(y)?;
-    let y = g.max_pool2d(y, Pool2dParams::square(2))?;
-    let y = g.hardsigmoid(y)?;
-    let dims = g.shape(y)?.dims().to_vec();
-    let zeros = match data {
-        Some(_) => g.input(&dims, &vec![0.0; dims.iter().product()])?,
-        None => g.input(&dims, &[])?,
+    let a = g.hardswish(y)?;
+    let b = g.relu6(y)?;
+    let c = g.cat(a, b, 1)?;
+    let d = g.hardsigmoid(c)?;
+    let e = g.sub(c, d)?;
+    let f = g.mul(e, d)?;
+    let twos = vec![2.0; 8 * h * w];
+    let twos = g.input(&[1, 8, h, w], if real { &twos } else { &[] })?;
+    let f = g.div(f, twos)?;
+    let p = g.permute(f, &[0, 2, 3, 1])?;
+    let p = g.permute(p, &[0, 3, 1, 2])?;
+    let logits = c2.forward(g, p)?;
+    let targets: Vec<i64> = (0..h * w)
+        .map(|i| if i % 5 == 0 { 255 } else { (i % 3) as i64 })
+        .collect();
+    let ce = LossParams {
+        ignore_index: 255,
+        reduction: Reduction::Mean,
     };
-    g.mse_loss(y, zeros)
+    let seg = g.cross_entropy_with(logits, if real { &targets } else { &[] }, ce)?;
+    let m = g.adaptive_max_pool2d(c, [2, 2])?;
+    let s = g.mean(m, &[2, 3], false)?;
+    let ls = g.log_softmax(s, -1)?;
+    let sm = g.softmax(s, 1)?;
+    let ent = g.mul(ls, sm)?;
+    let ent = g.sum(ent, &[], false)?;
+    let nll = g.nll_loss(ls, if real { &[3] } else { &[] }, LossParams::default())?;
+    let l = g.add(seg, ent)?;
+    g.add(l, nll)
 }
 
 #[test]
 fn new_ops_plan_equals_real_high_water() {
     let mut rng = Rng::new(9);
     for _ in 0..40 {
-        let h = 2 + rng.below(30);
-        let w = 2 + rng.below(30);
-        let mut meta: Graph<f32, 32> = Graph::meta(1 << 24);
+        let h = 1 + rng.below(30);
+        let w = 1 + rng.below(30);
+        let mut meta: Graph<f32, 64> = Graph::meta(1 << 24);
         let loss = small_net(&mut meta, h, w, None).unwrap();
         let fwd = meta.arena().high_water_bytes();
         meta.backward(loss).unwrap();
         let step = meta.arena().high_water_bytes();
         let mut arena = vec![0.0f32; step / 4];
-        let mut g: Graph<f32, 32> = Graph::new(&mut arena);
+        let mut g: Graph<f32, 64> = Graph::new(&mut arena);
         let img: Vec<f32> = (0..h * w).map(|_| rng.uniform(-4.0, 4.0)).collect();
         let loss = small_net(&mut g, h, w, Some(&img)).unwrap();
         assert_eq!(g.arena().high_water_bytes(), fwd, "{h}x{w}");
         g.backward(loss).unwrap();
         assert_eq!(g.arena().high_water_bytes(), step, "{h}x{w}");
-        assert!(g.data(loss).unwrap()[0].is_finite());
+        assert!(g.data(loss).unwrap()[0].is_finite(), "{h}x{w}");
     }
+}
+
+#[test]
+fn per_pixel_cross_entropy_refuses_bad_targets_and_stays_usable() {
+    let mut arena = vec![0.0f32; 4096];
+    let mut g: Graph<f32, 16> = Graph::new(&mut arena);
+    let x = g.input_with_grad(&[1, 3, 2, 2], &[0.5; 12]).unwrap();
+    let tape = g.tape_len();
+    let p = LossParams {
+        ignore_index: 255,
+        reduction: Reduction::Sum,
+    };
+    let e = g.cross_entropy_with(x, &[0, 1, 3, 2], p).unwrap_err();
+    assert!(
+        matches!(e, torchlet::Error::InvalidParam { value: 3, .. }),
+        "{e:?}"
+    );
+    let e = g.cross_entropy_with(x, &[0, 1, 2], p).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            torchlet::Error::ShapeMismatch {
+                expected: 4,
+                found: 3,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(g.tape_len(), tape, "nothing recorded");
+    // All ignored: sum is 0; mean is NaN as in PyTorch.
+    let l = g.cross_entropy_with(x, &[255; 4], p).unwrap();
+    assert_eq!(g.data(l).unwrap()[0], 0.0);
+    let l = g
+        .cross_entropy_with(
+            x,
+            &[255; 4],
+            LossParams {
+                reduction: Reduction::Mean,
+                ..p
+            },
+        )
+        .unwrap();
+    assert!(g.data(l).unwrap()[0].is_nan());
+    // Uniform logits: each counted pixel costs ln 3.
+    let l = g.cross_entropy_with(x, &[0, 255, 2, 1], p).unwrap();
+    assert!((g.data(l).unwrap()[0] - 3.0 * 3f32.ln()).abs() < 1e-5);
 }

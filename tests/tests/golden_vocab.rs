@@ -319,3 +319,29 @@ fn per_pixel_cross_entropy_refuses_bad_targets_and_stays_usable() {
     let l = g.cross_entropy_with(x, &[0, 255, 2, 1], p).unwrap();
     assert!((g.data(l).unwrap()[0] - 3.0 * 3f32.ln()).abs() < 1e-5);
 }
+
+#[test]
+fn sequential_layers_for_the_new_activations() {
+    use torchlet::nn::{Layer, Sequential};
+    let mut arena = vec![0.0f32; 4096];
+    let mut g: Graph<f32, 16> = Graph::new(&mut arena);
+    let mut s: Sequential<4> = Sequential::default();
+    for l in [
+        Layer::Relu6,
+        Layer::Hardswish,
+        Layer::LogSoftmax(-1),
+        Layer::Softmax(1),
+    ] {
+        s.push(l).unwrap();
+    }
+    let x = g.input(&[1, 3], &[-4.0, 1.0, 7.0]).unwrap();
+    let y = s.forward(&mut g, x).unwrap();
+    // relu6 -> [0, 1, 6]; hardswish -> [0, 2/3, 6]; softmax(log_softmax(v)) = softmax(v).
+    let v = [0.0f32, 2.0 / 3.0, 6.0];
+    let z: f32 = v.iter().map(|a| a.exp()).sum();
+    for (got, a) in g.data(y).unwrap().iter().zip(v) {
+        assert!((got - a.exp() / z).abs() < 1e-6, "{got}");
+    }
+    let names: Vec<_> = s.layers().iter().map(|l| l.name()).collect();
+    assert_eq!(names, ["relu6", "hardswish", "log_softmax", "softmax"]);
+}

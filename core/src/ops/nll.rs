@@ -246,7 +246,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         })?;
         for k in 0..n {
             let v = a.float_at("target", k)?.unwrap_or(f64::NAN);
-            if !(v.fract() == 0.0 && v.abs() < 9.0e15) {
+            // A whole number of moderate size (NaN fails the range test).
+            if !(v > -9.0e15 && v < 9.0e15 && (v as i64) as f64 == v) {
                 return Err(Error::InvalidParam {
                     op,
                     what: "target must be whole numbers",

@@ -107,6 +107,7 @@ pub use fixed::Q16;
 pub use graph::{Graph, NoGrad, Tensor, TraceEvent, TraceFn};
 pub use ops::conv::Conv2dParams;
 pub use ops::interpolate::InterpMode;
+pub use ops::nll::{LossParams, Reduction};
 pub use ops::pad::{PadMode, PadParams};
 pub use ops::pool::Pool2dParams;
 pub use scalar::Scalar;

@@ -111,6 +111,14 @@ pub enum Layer {
     Sigmoid,
     /// Hyperbolic tangent.
     Tanh,
+    /// `min(max(x, 0), 6)`.
+    Relu6,
+    /// `x * relu6(x + 3) / 6`.
+    Hardswish,
+    /// Softmax along the given dim (negative counts from the end).
+    Softmax(i64),
+    /// Log-softmax along the given dim.
+    LogSoftmax(i64),
     /// Max pooling.
     MaxPool2d(Pool2dParams),
     /// Average pooling.
@@ -132,6 +140,10 @@ impl Layer {
             Layer::LeakyRelu(_) => "leaky_relu",
             Layer::Sigmoid => "sigmoid",
             Layer::Tanh => "tanh",
+            Layer::Relu6 => "relu6",
+            Layer::Hardswish => "hardswish",
+            Layer::Softmax(_) => "softmax",
+            Layer::LogSoftmax(_) => "log_softmax",
             Layer::MaxPool2d(_) => "max_pool2d",
             Layer::AvgPool2d(_) => "avg_pool2d",
             Layer::AdaptiveAvgPool2d(_) => "adaptive_avg_pool2d",
@@ -148,6 +160,10 @@ impl Layer {
             Layer::LeakyRelu(a) => g.leaky_relu(x, *a),
             Layer::Sigmoid => g.sigmoid(x),
             Layer::Tanh => g.tanh(x),
+            Layer::Relu6 => g.relu6(x),
+            Layer::Hardswish => g.hardswish(x),
+            Layer::Softmax(d) => g.softmax(x, *d),
+            Layer::LogSoftmax(d) => g.log_softmax(x, *d),
             Layer::MaxPool2d(p) => g.max_pool2d(x, *p),
             Layer::AvgPool2d(p) => g.avg_pool2d(x, *p),
             Layer::AdaptiveAvgPool2d(s) => g.adaptive_avg_pool2d(x, *s),

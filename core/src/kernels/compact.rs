@@ -18,15 +18,17 @@ pub fn mask_words(n: usize) -> usize {
 pub fn relu_inplace_masked<S: Scalar>(x: &mut [S], mask: &mut [S]) {
     if mask.is_empty() {
         for v in x.iter_mut() {
-            // NaN and non-positive values become 0, as in `relu`.
-            *v = if *v > S::ZERO { *v } else { S::ZERO };
+            // Negative values become 0 and NaN stays, as in `relu`.
+            *v = if *v < S::ZERO { S::ZERO } else { *v };
         }
         return;
     }
     for (chunk, m) in x.chunks_mut(MASK_BITS).zip(mask.iter_mut()) {
         let mut bits = 0u32;
         for (j, v) in chunk.iter_mut().enumerate() {
-            let pos = *v > S::ZERO;
+            // The bit is set where the gradient passes (PyTorch's `!(y <= 0)`, so NaN too).
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
+            let pos = !(*v <= S::ZERO);
             bits |= (pos as u32) << j;
             *v = if pos { *v } else { S::ZERO };
         }

@@ -10,14 +10,17 @@
 //!   `linear`, `pad`, `resize`, `elementwise`, `compact` (ReLU with a bit mask).
 //! - Which specialisation a scalar type runs is chosen in one place, `set.rs`.
 
+pub mod activation;
 pub mod compact;
 pub mod conv;
 pub mod elementwise;
+pub mod layout;
 pub mod linear;
 pub mod pad;
 pub mod pool;
 pub mod resize;
 pub mod set;
+pub mod softmax;
 pub use set::KernelSet;
 #[cfg(test)]
 pub(crate) mod test_shapes;

@@ -31,7 +31,7 @@ static RELU_MASKED: OpKind = OpKind {
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Records a one-input element-wise op and runs `f` on every element.
-    fn unary(
+    pub(super) fn unary(
         &mut self,
         x: Tensor,
         kind: &'static OpKind,
@@ -53,7 +53,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// `gx += f(gy, saved)` where `saved` is the output (`from_output`) or the input.
-    fn unary_backward(
+    pub(super) fn unary_backward(
         &mut self,
         i: usize,
         x: NodeId,
@@ -72,13 +72,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(())
     }
 
-    /// `max(x, 0)`.
+    /// `max(x, 0)`; NaN propagates, as in PyTorch.
     pub fn relu(&mut self, x: Tensor) -> Result<Tensor> {
         self.unary(x, &RELU, NO_PARAMS, Self::relu_rule, |v| {
-            if v > S::ZERO {
-                v
-            } else {
+            if v < S::ZERO {
                 S::ZERO
+            } else {
+                v
             }
         })
     }
@@ -90,10 +90,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn relu_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
-        self.unary_backward(i, x, true, |g, y| if y > S::ZERO { g } else { S::ZERO })
+        // PyTorch's `y <= 0 ? 0 : g`: a NaN output passes the gradient.
+        self.unary_backward(i, x, true, |g, y| if y <= S::ZERO { S::ZERO } else { g })
     }
 
-    /// `x` where positive, `slope * x` elsewhere.
+    /// `x` where positive, `slope * x` elsewhere (NaN propagates).
     pub fn leaky_relu(&mut self, x: Tensor, negative_slope: f32) -> Result<Tensor> {
         let a = S::from_f32(negative_slope);
         let mut slope = NO_PARAMS;

@@ -1,4 +1,4 @@
-//! add and mul of two tensors of the same shape. A tensor used on both sides gets
+//! add, sub, mul and div of two tensors of the same shape. A tensor used on both sides gets
 //! both contributions, since gradients accumulate with `+=`.
 
 use super::registry::{need, Attrs, OpSpec};
@@ -16,6 +16,18 @@ static ADD: OpKind = OpKind {
 /// mul's records: backward reads both inputs' data.
 static MUL: OpKind = OpKind {
     name: "mul",
+    reads_inputs: 0b011,
+    reads_output: false,
+};
+/// sub's records: backward reads no data.
+static SUB: OpKind = OpKind {
+    name: "sub",
+    reads_inputs: 0,
+    reads_output: false,
+};
+/// div's records: backward reads both inputs' data.
+static DIV: OpKind = OpKind {
+    name: "div",
     reads_inputs: 0b011,
     reads_output: false,
 };
@@ -92,6 +104,70 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         Ok(())
     }
+
+    /// `a - b`.
+    pub fn sub(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(&SUB, a, b, Self::sub_rule, |x, y| x - y)
+    }
+
+    /// sub's backward rule, recorded by [`Graph::sub`].
+    fn sub_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let op = g.record(i, &SUB)?;
+        let gy = g.grads_for(i)?;
+        for (x, sign) in [(op.input(0), S::ONE), (op.input(1), -S::ONE)] {
+            if let Some(gx) = g.grad_of(x) {
+                g.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| sign * g))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `a / b`, element by element (division by zero as the scalar type does it:
+    /// infinities in f32, saturation in Q16).
+    pub fn div(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(&DIV, a, b, Self::div_rule, |x, y| x.div(y))
+    }
+
+    /// div's backward rule, recorded by [`Graph::div`]: `ga += gy / b`,
+    /// `gb -= gy * a / b^2`.
+    fn div_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let op = g.record(i, &DIV)?;
+        let (a, b) = (op.input(0), op.input(1));
+        let gy = g.grads_for(i)?;
+        let (ad, bd) = (g.nodes[a as usize].data, g.nodes[b as usize].data);
+        if let Some(ga) = g.grad_of(a) {
+            g.exec([gy, bd], ga, |[gy, b], ga| grad_map(gy, b, ga, |g, b| g.div(b)))?;
+        }
+        if let Some(gb) = g.grad_of(b) {
+            g.exec([gy, ad, bd], gb, |[gy, a, b], gb| {
+                for (((d, &g), &a), &b) in gb.iter_mut().zip(gy).zip(a).zip(b) {
+                    *d += -(g * a.div(b)).div(b);
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    fn sub_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.sub(need("sub", t, 0)?, need("sub", t, 1)?)
+    }
+
+    fn div_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.div(need("div", t, 0)?, need("div", t, 1)?)
+    }
+
+    /// sub by name.
+    pub(crate) const SUB_SPEC: OpSpec<S, N> = OpSpec {
+        name: "sub",
+        inputs: &["input", "other"],
+        call: Self::sub_call,
+    };
+    /// div by name.
+    pub(crate) const DIV_SPEC: OpSpec<S, N> = OpSpec {
+        name: "div",
+        inputs: &["input", "other"],
+        call: Self::div_call,
+    };
 
     fn add_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
         g.add(need("add", t, 0)?, need("add", t, 1)?)

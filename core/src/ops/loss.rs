@@ -2,6 +2,7 @@
 //! Both return a scalar (shape `[]`), as PyTorch does.
 
 use super::expect_rank;
+use super::nll::Reduction;
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
@@ -212,32 +213,37 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(())
     }
 
-    /// cross_entropy called by name: the class indices are the integer list `target`.
+    /// cross_entropy called by name: the class indices are the integer list `target`
+    /// (`ignore_index`, `reduction`). `[B, C]` logits with a mean and no ignored
+    /// target take [`Graph::cross_entropy`]; anything else the general form
+    /// ([`Graph::cross_entropy_with`]).
     fn cross_entropy_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
         const OP: &str = "cross_entropy";
-        let n = a.ints("target", &mut [])?.ok_or(Error::InvalidParam {
-            op: OP,
-            what: "missing input tensor target",
-            value: 0,
-        })?;
-        for k in 0..n {
-            let v = a.float_at("target", k)?.unwrap_or(-1.0);
-            // A whole number in 0..=u32::MAX (NaN fails the last test).
-            if v < 0.0 || v > u32::MAX as f64 || (v as u32) as f64 != v {
-                return Err(Error::InvalidParam {
-                    op: OP,
-                    what: "target class index out of range",
-                    value: v as i64,
-                });
-            }
-        }
+        let p = Self::loss_params(OP, a)?;
+        let n = Self::int_targets(OP, a)?;
         let class = |k| {
             a.float_at("target", k)
                 .ok()
                 .flatten()
-                .map_or(usize::MAX, |v| v as usize)
+                .map_or(i64::MIN, |v| v as i64)
         };
-        g.cross_entropy_by(need(OP, t, 0)?, n, (0..n).map(class))
+        let logits = need(OP, t, 0)?;
+        let rank = g.shape(logits)?.rank();
+        let plain = rank == 2
+            && p.reduction == Reduction::Mean
+            && (0..n).all(|k| class(k) >= 0 && class(k) != p.ignore_index);
+        if plain {
+            let c = g.shape(logits)?.dim(1);
+            if let Some(bad) = (0..n).map(class).find(|&v| v >= c as i64) {
+                return Err(Error::InvalidParam {
+                    op: OP,
+                    what: "target class index out of range (and not ignore_index)",
+                    value: bad,
+                });
+            }
+            return g.cross_entropy_by(logits, n, (0..n).map(|k| class(k) as usize));
+        }
+        g.cross_entropy_general(logits, n, (0..n).map(class), p)
     }
 
     fn mse_loss_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {

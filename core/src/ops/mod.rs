@@ -47,16 +47,22 @@
 //! `forward` and `name` arms) when the op is one.
 
 pub mod activation;
+pub mod adaptive_max;
 pub mod conv;
 pub mod elementwise;
+pub mod hard;
 pub mod interpolate;
+pub mod layout;
 pub mod linear;
 pub mod loss;
+pub mod nll;
 pub mod pad;
 pub mod pool;
 pub mod qconv;
+pub mod reduce;
 pub mod registry;
 pub mod reshape;
+pub mod softmax;
 
 use crate::arena::Span;
 use crate::error::{Error, Result};
@@ -72,14 +78,27 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::MAX_POOL2D_SPEC,
         Graph::AVG_POOL2D_SPEC,
         Graph::ADAPTIVE_AVG_POOL2D_SPEC,
+        Graph::ADAPTIVE_MAX_POOL2D_SPEC,
         Graph::RELU_SPEC,
         Graph::LEAKY_RELU_SPEC,
         Graph::SIGMOID_SPEC,
         Graph::TANH_SPEC,
+        Graph::RELU6_SPEC,
+        Graph::HARDSWISH_SPEC,
+        Graph::HARDSIGMOID_SPEC,
         Graph::ADD_SPEC,
         Graph::MUL_SPEC,
+        Graph::SUB_SPEC,
+        Graph::DIV_SPEC,
+        Graph::SOFTMAX_SPEC,
+        Graph::LOG_SOFTMAX_SPEC,
         Graph::FLATTEN_SPEC,
+        Graph::CAT_SPEC,
+        Graph::PERMUTE_SPEC,
+        Graph::SUM_SPEC,
+        Graph::MEAN_SPEC,
         Graph::CROSS_ENTROPY_SPEC,
+        Graph::NLL_LOSS_SPEC,
         Graph::MSE_LOSS_SPEC,
         Graph::PAD_SPEC,
         Graph::INTERPOLATE_SPEC,

@@ -6,6 +6,7 @@
 //!   (`count_include_pad`) or by the valid elements only.
 //! - Adaptive pooling window `o` covers `floor(o*in/out) .. ceil((o+1)*in/out)`.
 
+pub mod adaptive_max;
 pub mod max;
 
 use crate::scalar::Scalar;

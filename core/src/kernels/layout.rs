@@ -1,0 +1,129 @@
+//! Copies that move elements between layouts (cat, permute) and reductions over a set
+//! of dimensions (sum, mean). Shapes are padded to rank 4 with leading ones.
+
+use crate::scalar::Scalar;
+
+/// `dims` padded to rank 4 with leading ones.
+pub fn pad4(dims: &[usize]) -> [usize; 4] {
+    let mut d = [1; 4];
+    d[4 - dims.len()..].copy_from_slice(dims);
+    d
+}
+
+/// Row-major strides of `d`.
+fn strides(d: [usize; 4]) -> [usize; 4] {
+    [d[1] * d[2] * d[3], d[2] * d[3], d[3], 1]
+}
+
+/// Calls `f(out, inp)` for every element of the permutation of `inp_dims` by `perm`
+/// (output dimension `k` is input dimension `perm[k]`), `out` in output order.
+fn permuted(inp_dims: [usize; 4], perm: [usize; 4], mut f: impl FnMut(usize, usize)) {
+    let s = strides(inp_dims);
+    let od = perm.map(|p| inp_dims[p]);
+    let os = perm.map(|p| s[p]);
+    let mut out = 0;
+    for a in 0..od[0] {
+        for b in 0..od[1] {
+            for c in 0..od[2] {
+                let base = a * os[0] + b * os[1] + c * os[2];
+                for d in 0..od[3] {
+                    f(out, base + d * os[3]);
+                    out += 1;
+                }
+            }
+        }
+    }
+}
+
+/// `y = x.permute(perm)`.
+pub fn permute_forward<S: Scalar>(inp_dims: [usize; 4], perm: [usize; 4], x: &[S], y: &mut [S]) {
+    permuted(inp_dims, perm, |o, i| y[o] = x[i]);
+}
+
+/// `gx += ` the un-permuted `gy`.
+pub fn permute_backward<S: Scalar>(inp_dims: [usize; 4], perm: [usize; 4], gy: &[S], gx: &mut [S]) {
+    permuted(inp_dims, perm, |o, i| gx[i] += gy[o]);
+}
+
+/// `y = cat(a, b)` along the middle dimension of `[outer, la | lb, inner]`.
+pub fn cat_forward<S: Scalar>(
+    outer: usize,
+    la: usize,
+    lb: usize,
+    inner: usize,
+    a: &[S],
+    b: &[S],
+    y: &mut [S],
+) {
+    let (na, nb) = (la * inner, lb * inner);
+    for (o, row) in y.chunks_exact_mut(na + nb).take(outer).enumerate() {
+        row[..na].copy_from_slice(&a[o * na..(o + 1) * na]);
+        row[na..].copy_from_slice(&b[o * nb..(o + 1) * nb]);
+    }
+}
+
+/// `g += ` the part of `gy` that came from one side of a cat: `len` of each row of
+/// `row` elements, starting at `start`.
+pub fn cat_backward<S: Scalar>(row: usize, start: usize, len: usize, gy: &[S], g: &mut [S]) {
+    for (gr, yr) in g.chunks_exact_mut(len).zip(gy.chunks_exact(row)) {
+        for (d, &v) in gr.iter_mut().zip(&yr[start..start + len]) {
+            *d += v;
+        }
+    }
+}
+
+/// The output index of input element `(a, b, c, d)` when the dimensions whose bit is
+/// set in `mask` (bit `k` for padded dimension `k`) are reduced away.
+fn reduced(inp_dims: [usize; 4], mask: u32, mut f: impl FnMut(usize, usize)) {
+    let keep = |k: usize, v: usize| if mask >> k & 1 == 1 { 0 } else { v };
+    let kd = [0, 1, 2, 3].map(|k| keep(k, inp_dims[k]).max(1));
+    let ks = strides(kd);
+    let mut i = 0;
+    for a in 0..inp_dims[0] {
+        for b in 0..inp_dims[1] {
+            for c in 0..inp_dims[2] {
+                let base = keep(0, a) * ks[0] + keep(1, b) * ks[1] + keep(2, c) * ks[2];
+                for d in 0..inp_dims[3] {
+                    f(base + keep(3, d), i);
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
+/// `y = sum of x over the masked dimensions`, times `scale` (1 for sum, 1/count for
+/// mean, applied once per output).
+pub fn reduce_forward<S: Scalar>(
+    inp_dims: [usize; 4],
+    mask: u32,
+    x: &[S],
+    y: &mut [S],
+    count: Option<usize>,
+) {
+    y.fill(S::ZERO);
+    reduced(inp_dims, mask, |o, i| y[o] += x[i]);
+    if let Some(n) = count {
+        let n = S::from_count(n);
+        for v in y.iter_mut() {
+            *v = v.div(n);
+        }
+    }
+}
+
+/// `gx += gy` broadcast back over the masked dimensions (divided by `count` for mean).
+pub fn reduce_backward<S: Scalar>(
+    inp_dims: [usize; 4],
+    mask: u32,
+    gy: &[S],
+    gx: &mut [S],
+    count: Option<usize>,
+) {
+    let n = count.map(S::from_count);
+    reduced(inp_dims, mask, |o, i| {
+        gx[i] += match n {
+            Some(n) => gy[o].div(n),
+            None => gy[o],
+        }
+    });
+}

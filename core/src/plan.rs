@@ -28,6 +28,9 @@ pub struct Plan {
     pub step_bytes: usize,
     /// High-water mark of a forward pass with gradients off (inference).
     pub inference_bytes: usize,
+    /// Tape records of a training step (parameters, inputs and op outputs): the
+    /// smallest `N` of a [`Graph`] that runs it.
+    pub records: usize,
 }
 
 /// Plans steps of user code at any input size (see the module docs).
@@ -64,6 +67,7 @@ where
         let forward_bytes = g.arena().high_water_bytes();
         g.backward(loss)?;
         let step_bytes = g.arena().high_water_bytes();
+        let records = g.tape_len();
         g.end_step();
         g.set_grad_enabled(false);
         g.reset_high_water();
@@ -74,6 +78,7 @@ where
             forward_bytes,
             step_bytes,
             inference_bytes,
+            records,
         })
     }
 

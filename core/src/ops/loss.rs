@@ -40,8 +40,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         const OP: &str = "cross_entropy";
         let li = self.id(logits)?;
         let ln = self.nodes[li];
-        expect_rank(OP, "input rank (batch, classes)", ln.shape.rank(), 2)?;
-        let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
+        expect_rank(OP, "input rank (batch, classes)", ln.shape().rank(), 2)?;
+        let (b, c) = (ln.shape().dim(0), ln.shape().dim(1));
         if b == 0 || c == 0 {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -125,7 +125,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let node = self.nodes[i];
         let gy = self.grads_for(i)?;
         let ln = self.nodes[logits as usize];
-        let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
+        let (b, c) = (ln.shape().dim(0), ln.shape().dim(1));
         if let Some(gx) = self.grad_of(logits) {
             self.exec([gy, node.saved], gx, |[gy, sv], gx| {
                 let scale = gy[0].div(S::from_count(b));
@@ -147,15 +147,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         const OP: &str = "mse_loss";
         let (xi, ti) = (self.id(x)?, self.id(target)?);
         let (xn, tn) = (self.nodes[xi], self.nodes[ti]);
-        if xn.shape != tn.shape {
+        if xn.shape() != tn.shape() {
             return Err(Error::ShapeMismatch {
                 op: OP,
                 what: "input and target must have the same shape; element counts",
-                expected: xn.shape.numel(),
-                found: tn.shape.numel(),
+                expected: xn.shape().numel(),
+                found: tn.shape().numel(),
             });
         }
-        let n = xn.shape.numel();
+        let n = xn.shape().numel();
         if n == 0 {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -190,7 +190,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn mse_loss_backward(&mut self, i: usize, x: NodeId, t: NodeId) -> Result<()> {
         let gy = self.grads_for(i)?;
         let (xn, tn) = (self.nodes[x as usize], self.nodes[t as usize]);
-        let n = xn.shape.numel();
+        let n = xn.shape().numel();
         let g0 = if self.arena.is_meta() {
             S::ZERO
         } else {

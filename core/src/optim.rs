@@ -98,7 +98,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Fused SGD's hook: `p -= lr * g` for parameter `j` (if it has a gradient), then
     /// frees `g`. Refused, with `p` unchanged, if a gradient or new value is not finite.
     fn apply_sgd(g: &mut Graph<'_, S, N>, j: usize) -> Result<()> {
-        let (Some(gs), Some(h)) = (g.nodes[j].grad, g.param_hook) else {
+        let (Some(gs), Some(h)) = (g.nodes[j].grad(), g.param_hook) else {
             return Ok(());
         };
         let lr = S::from_f32(h.lr);
@@ -123,7 +123,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 *p = *p - lr * gr;
             }
         })?;
-        g.nodes[j].grad = None;
+        g.nodes[j].set_grad(None);
         g.reclaim(gs);
         Ok(())
     }

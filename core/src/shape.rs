@@ -64,6 +64,17 @@ impl Shape {
         self.dims().iter().try_fold(1usize, |a, &d| a.checked_mul(d))
     }
 
+    /// The dimensions as stored and the rank, for a tape record that keeps them apart
+    /// (so the rank shares a word with the record's flags).
+    pub(crate) fn raw(&self) -> ([usize; MAX_RANK], u8) {
+        (self.dims, self.rank)
+    }
+
+    /// A shape back from [`Shape::raw`]'s parts.
+    pub(crate) fn from_raw(dims: [usize; MAX_RANK], rank: u8) -> Shape {
+        Shape { dims, rank }
+    }
+
     /// Dimension `i`, or 0 past the rank.
     pub fn dim(&self, i: usize) -> usize {
         if i < self.rank as usize {

@@ -1,5 +1,5 @@
-//! Variable-size inputs: the meta plan equals the real high-water mark over many
-//! sizes, a W1 training step fits in 64 KiB, fused SGD equals SGD, bad sizes are
+//! Variable-size inputs: the meta plan equals the real high-water mark (and the real
+//! tape length) over many sizes, a W1 training step fits in 64 KiB, fused SGD equals SGD, bad sizes are
 //! errors that leave the graph usable, and gradients accumulate across sizes.
 
 use torchlet::init::Rng;
@@ -120,6 +120,8 @@ fn branching_network_plan_equals_real_over_200_sizes() {
         distinct_tapes.insert(g.tape_len());
         g.backward(loss).unwrap();
         assert_eq!(g.arena().high_water_bytes(), plan.step_bytes, "{h}x{w}");
+        // The plan's record count is the real step's tape: the `N` it needs.
+        assert_eq!(g.tape_len(), plan.records, "{h}x{w}");
     }
     assert!(distinct_tapes.len() >= 4, "the branches ran: {distinct_tapes:?}");
 }

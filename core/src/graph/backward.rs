@@ -29,8 +29,10 @@ use crate::Tensor;
 struct Mem {
     data: Span,
     saved: Span,
-    grad: Option<Span>,
-    spent: bool,
+    /// The node's gradient offset and flags (which hold whether it has a gradient
+    /// and whether backward ran through it).
+    grad_off: usize,
+    flags: u8,
 }
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
@@ -41,7 +43,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// the step's tensors are as before.
     pub fn backward(&mut self, loss: Tensor) -> Result<()> {
         let id = self.id(loss)?;
-        if self.nodes[id].shape.numel() != 1 {
+        if self.nodes[id].shape().numel() != 1 {
             return Err(Error::NoGradient {
                 what: "loss must have exactly one element (use backward_with for others)",
             });
@@ -53,7 +55,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// into it (PyTorch's `t.backward(gradient)`); `seed` has `t`'s number of elements.
     pub fn backward_with(&mut self, t: Tensor, seed: &[S]) -> Result<()> {
         let id = self.id(t)?;
-        let n = self.nodes[id].shape.numel();
+        let n = self.nodes[id].shape().numel();
         if seed.len() != n && !self.arena.is_meta() {
             return Err(Error::ShapeMismatch {
                 op: "backward_with",
@@ -71,7 +73,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             // A planner's inference pass of a step that calls backward itself.
             return Ok(());
         }
-        if !self.nodes[id].requires_grad {
+        if !self.nodes[id].requires_grad() {
             return Err(Error::NoGradient {
                 what: "nothing that requires a gradient led to this tensor",
             });
@@ -96,8 +98,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             *m = Mem {
                 data: n.data,
                 saved: n.saved,
-                grad: n.grad,
-                spent: n.spent,
+                grad_off: n.grad_off,
+                flags: n.flags,
             };
         }
         let top = self.arena.mark();
@@ -107,8 +109,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         for (n, m) in self.nodes.iter_mut().zip(snap.iter()) {
             n.data = m.data;
             n.saved = m.saved;
-            n.grad = m.grad;
-            n.spent = m.spent;
+            n.grad_off = m.grad_off;
+            n.flags = m.flags;
         }
         self.arena.set_scratch_top(top);
         dry
@@ -116,17 +118,17 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// A zeroed gradient for node `j` unless it has one.
     fn ensure_grad(&mut self, j: usize) -> Result<()> {
-        if self.nodes[j].requires_grad && self.nodes[j].grad.is_none() {
-            let g = self.arena.alloc_zeroed(self.nodes[j].shape.numel())?;
-            self.nodes[j].grad = Some(g);
+        if self.nodes[j].requires_grad() && self.nodes[j].grad().is_none() {
+            let g = self.arena.alloc_zeroed(self.nodes[j].shape().numel())?;
+            self.nodes[j].set_grad(Some(g));
         }
         Ok(())
     }
 
     fn walk(&mut self, id: usize, seed: Option<&[S]>) -> Result<()> {
-        self.set_site(self.nodes[id].op.name(), Phase::Backward);
+        self.set_site(self.nodes[id].op().name(), Phase::Backward);
         self.ensure_grad(id)?;
-        if let (Some(g), false) = (self.nodes[id].grad, self.arena.is_meta()) {
+        if let (Some(g), false) = (self.nodes[id].grad(), self.arena.is_meta()) {
             let dst = self.arena.get_mut(g);
             match seed {
                 None => {
@@ -144,8 +146,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let hook = self.param_hook;
         for i in (self.n_params..=id).rev() {
             let n = self.nodes[i];
-            if n.requires_grad && !n.op.is_leaf() && n.grad.is_some() {
-                if n.spent {
+            if n.requires_grad() && !n.op().is_leaf() && n.grad().is_some() {
+                if n.spent() {
                     return Err(Error::NoGradient {
                         what: "backward already ran through this part of the step",
                     });
@@ -153,26 +155,26 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 let rule = n.backward.ok_or(Error::InvalidState {
                     what: "record without a backward rule (engine bug)",
                 })?;
-                self.set_site(n.op.name(), Phase::Backward);
+                self.set_site(n.op().name(), Phase::Backward);
                 rule(self, i)?;
-                self.nodes[i].spent = true;
+                self.nodes[i].set_spent();
                 if let Some(h) = hook {
                     self.finish_params(i, h.finished)?;
                 }
             }
             // The output gradient and the saved values have served their purpose.
-            if !n.op.is_leaf() {
-                if let Some(g) = self.nodes[i].grad.take() {
+            if !n.op().is_leaf() {
+                if let Some(g) = self.nodes[i].take_grad() {
                     self.reclaim(g);
                 }
             }
-            if self.nodes[i].spent {
+            if self.nodes[i].spent() {
                 let s = self.nodes[i].saved;
                 self.reclaim(s);
             }
             self.reclaim_if_unused(i);
             // Inputs whose last reader was this node can go now, before their turn.
-            for j in n.op.inputs().into_iter().flatten() {
+            for j in n.op().inputs().into_iter().flatten() {
                 self.reclaim_if_unused(j as usize);
             }
         }
@@ -188,13 +190,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn pending_reader(&self, p: usize, i: usize) -> bool {
         self.nodes[self.n_params..i]
             .iter()
-            .any(|c| c.requires_grad && !c.spent && c.op.inputs().contains(&Some(p as NodeId)))
+            .any(|c| c.requires_grad() && !c.spent() && c.op().inputs().contains(&Some(p as NodeId)))
     }
 
     /// Hands every parameter node `i` read whose gradient is now final (no pending
     /// record reads it) to the optimizer's hook.
     fn finish_params(&mut self, i: usize, finished: HookFn<S, N>) -> Result<()> {
-        for j in self.nodes[i].op.inputs().into_iter().flatten() {
+        for j in self.nodes[i].op().inputs().into_iter().flatten() {
             let j = j as usize;
             if j < self.n_params && !self.pending_reader(j, i) {
                 finished(self, j)?;
@@ -206,7 +208,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// The gradient of node `i`'s output, after giving each of its inputs that needs
     /// one a (zeroed) gradient: what a rule calls first.
     pub(crate) fn grads_for(&mut self, i: usize) -> Result<Span> {
-        for j in self.nodes[i].op.inputs().into_iter().flatten() {
+        for j in self.nodes[i].op().inputs().into_iter().flatten() {
             self.ensure_grad(j as usize)?;
         }
         self.out_grad(i)
@@ -224,13 +226,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<bool> {
         let x = x as usize;
         let xn = self.nodes[x];
-        if !xn.requires_grad || xn.grad.is_some() || x < self.n_params {
+        if !xn.requires_grad() || xn.grad().is_some() || x < self.n_params {
             return Ok(false);
         }
         let gy = self.out_grad(i)?;
         pass(self, gy)?;
-        self.nodes[x].grad = Some(gy);
-        self.nodes[i].grad = None;
+        self.nodes[x].set_grad(Some(gy));
+        self.nodes[i].set_grad(None);
         Ok(true)
     }
 
@@ -260,18 +262,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     fn direct_update_of(&mut self, i: usize, general: BackwardFn<S, N>) -> Result<()> {
-        let op = self.nodes[i].op;
+        let op = self.nodes[i].op();
         let (x, params) = (op.input(0) as usize, [op.opt_input(1), op.opt_input(2)]);
         let lr = self.param_hook.and_then(|h| h.direct());
         let direct = lr.is_some()
             && params.into_iter().flatten().all(|p| {
                 let p = p as usize;
                 p < self.n_params
-                    && self.nodes[p].requires_grad
-                    && self.nodes[p].grad.is_none()
+                    && self.nodes[p].requires_grad()
+                    && self.nodes[p].grad().is_none()
                     && !self.pending_reader(p, i)
             })
-            && (!self.nodes[x].requires_grad || self.nodes[x].grad.is_none());
+            && (!self.nodes[x].requires_grad() || self.nodes[x].grad().is_none());
         let (Some(lr), true) = (lr, direct) else {
             return general(self, i);
         };
@@ -283,11 +285,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.exec([], gy, |[], g| g.iter_mut().for_each(|v| *v = *v * neg))?;
         for p in params.into_iter().flatten() {
             let p = p as usize;
-            self.nodes[p].grad = Some(self.nodes[p].data);
+            let d = self.nodes[p].data;
+            self.nodes[p].set_grad(Some(d));
         }
         let r = general(self, i);
         for p in params.into_iter().flatten() {
-            self.nodes[p as usize].grad = None;
+            self.nodes[p as usize].set_grad(None);
         }
         r?;
         if let Some(gx) = self.grad_of(x as NodeId) {

@@ -82,7 +82,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             m.max(amax(self.arena.get(self.nodes[p as usize].data)))
         });
         let (wn, big) = (self.nodes[w], amax(self.arena.get(self.nodes[x].data)).max(pmax));
-        let terms = (gy.len / wn.shape.dim(0).max(1)).max(wn.data.len) as f32;
+        let terms = (gy.len / wn.shape().dim(0).max(1)).max(wn.data.len) as f32;
         let bound = lr.abs() * amax(gys) * big.max(1.0) * terms + pmax;
         if bound < f32::MAX / 2.0 {
             return Ok(());

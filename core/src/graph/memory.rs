@@ -28,7 +28,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             });
         }
         let i = self.id(t)?;
-        self.nodes[i].dropped = true;
+        self.nodes[i].set_dropped();
         self.reclaim_if_unused(i);
         Ok(())
     }
@@ -42,12 +42,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Whether a recorded backward that has not run yet reads node `k`'s data.
     pub(crate) fn data_needed(&self, k: usize) -> bool {
         let n = &self.nodes[k];
-        if n.requires_grad && !n.spent && n.op.reads_own_output() {
+        if n.requires_grad() && !n.spent() && n.op().reads_own_output() {
             return true;
         }
         self.nodes[k + 1..]
             .iter()
-            .any(|c| c.requires_grad && !c.spent && c.op.reads_input_data(k as NodeId))
+            .any(|c| c.requires_grad() && !c.spent() && c.op().reads_input_data(k as NodeId))
     }
 
     /// Nodes sharing node `k`'s data span (itself, its views, inputs taken over in place).
@@ -65,10 +65,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// live handle or pending backward uses the span.
     pub(crate) fn can_overwrite(&self, k: usize) -> bool {
         let n = &self.nodes[k];
-        if n.view || n.data.off >= self.arena.mark() {
+        if n.view() || n.data.off >= self.arena.mark() {
             return false;
         }
-        self.all_sharers(k, |m| !self.data_needed(m) && (m == k || self.nodes[m].dropped))
+        self.all_sharers(k, |m| !self.data_needed(m) && (m == k || self.nodes[m].dropped()))
     }
 
     /// Reclaims the data span node `k` shares with others once every sharer is dropped
@@ -78,7 +78,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if d.len == 0 || k < self.n_params || d.end() > self.arena.mark() {
             return;
         }
-        let free = self.all_sharers(k, |m| self.nodes[m].dropped && !self.data_needed(m));
+        let free = self.all_sharers(k, |m| self.nodes[m].dropped() && !self.data_needed(m));
         if free {
             self.reclaim(d);
         }
@@ -104,8 +104,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         for n in self.nodes.iter_mut() {
             fix(&mut n.data);
             fix(&mut n.saved);
-            if let Some(g) = n.grad.as_mut() {
-                fix(g);
+            if let Some(mut g) = n.grad() {
+                fix(&mut g);
+                n.set_grad(Some(g));
             }
         }
     }

@@ -25,7 +25,9 @@ mod trace;
 
 pub(crate) use finite::first_non_finite;
 pub use no_grad::NoGrad;
-pub(crate) use node::{word, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS};
+pub(crate) use node::{
+    f32_words, word, words_f32, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS,
+};
 pub use trace::{TraceEvent, TraceFn};
 
 use crate::arena::{Arena, Span};
@@ -45,6 +47,25 @@ pub(crate) const PARAM_GEN: u16 = 0;
 
 /// A define-by-run graph over an arena, with room for `N` tape records (parameters,
 /// inputs and op outputs together).
+///
+/// Choosing `N`: a record is at most 64 bytes on 32-bit targets, and all `N` are held
+/// inline, so `N` should be what a step needs. A step run on a meta graph tells it:
+/// [`Graph::tape_len`] before [`Graph::end_step`] (or [`crate::plan::Plan::records`]
+/// from a [`crate::plan::Planner`]). A step that needs more than `N` fails with
+/// [`Error::TapeFull`].
+///
+/// ```
+/// use torchlet::{Conv2dParams, Graph};
+/// let mut g: Graph<f32, 64> = Graph::meta(usize::MAX);
+/// let w = g.param(&[4, 1, 3, 3])?;
+/// let x = g.input(&[1, 1, 8, 8], &[])?;
+/// let y = g.conv2d(x, w, None, Conv2dParams::default())?;
+/// let t = g.input(&[1, 4, 6, 6], &[])?;
+/// let loss = g.mse_loss(y, t)?;
+/// g.backward(loss)?;
+/// assert_eq!(g.tape_len(), 5); // w, x, y, t, loss: `Graph<f32, 5>` runs this step
+/// # Ok::<(), torchlet::Error>(())
+/// ```
 pub struct Graph<'a, S: Scalar, const N: usize> {
     pub(crate) arena: Arena<'a, S>,
     pub(crate) nodes: heapless::Vec<Node<S, N>, N>,
@@ -144,7 +165,10 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// Number of parameter values (`sum(p.numel() for p in model.parameters())`),
     /// frozen external tensors included.
     pub fn num_param_elements(&self) -> usize {
-        self.nodes[..self.n_params].iter().map(|n| n.shape.numel()).sum()
+        self.nodes[..self.n_params]
+            .iter()
+            .map(|n| n.shape().numel())
+            .sum()
     }
 
     /// The handle of parameter `i` (creation order).
@@ -166,7 +190,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         };
         if !ok {
             Err(Error::StaleTensor)
-        } else if self.nodes[id].dropped {
+        } else if self.nodes[id].dropped() {
             Err(Error::InvalidState {
                 what: "tensor was freed or consumed by an in-place op",
             })
@@ -182,13 +206,13 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
 
     /// The shape of a tensor.
     pub fn shape(&self, t: Tensor) -> Result<Shape> {
-        Ok(self.node(t)?.shape)
+        Ok(self.node(t)?.shape())
     }
 
     /// The name of the op that produced a tensor (`"leaf"` for inputs and parameters,
     /// and for outputs recorded with gradients off).
     pub fn op_name(&self, t: Tensor) -> Result<&'static str> {
-        Ok(self.node(t)?.op.name())
+        Ok(self.node(t)?.op().name())
     }
 
     /// A tensor's values (empty in a meta graph).
@@ -199,7 +223,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
 
     /// A tensor's gradient, if it has one (after [`Graph::backward`]).
     pub fn grad(&self, t: Tensor) -> Result<Option<&[S]>> {
-        Ok(self.node(t)?.grad.map(|g| self.arena.get(g)))
+        Ok(self.node(t)?.grad().map(|g| self.arena.get(g)))
     }
 
     /// Whether `t`'s data is external (a frozen tensor from [`Graph::external`]).
@@ -258,10 +282,10 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             Span::EMPTY,
         );
         if self.param_hook.is_none() {
-            node.grad = Some(Span {
+            node.set_grad(Some(Span {
                 off: span.off + n,
                 len: n,
-            });
+            }));
         }
         let id = self.nodes.len();
         self.nodes.push(node).map_err(|_| self.tape_full())?;
@@ -388,7 +412,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
 
     /// Whether an op on these inputs records a gradient path.
     pub(crate) fn needs_grad(&self, inputs: &[Option<usize>]) -> bool {
-        self.grad_enabled && inputs.iter().flatten().any(|&i| self.nodes[i].requires_grad)
+        self.grad_enabled && inputs.iter().flatten().any(|&i| self.nodes[i].requires_grad())
     }
 
     /// Fails early, before any allocation, when the tape has no room.
@@ -448,8 +472,8 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// span, or `None` when the input needs no gradient.
     pub(crate) fn grad_of(&self, id: NodeId) -> Option<Span> {
         let n = &self.nodes[id as usize];
-        if n.requires_grad {
-            n.grad
+        if n.requires_grad() {
+            n.grad()
         } else {
             None
         }
@@ -460,7 +484,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// Zeroes every parameter gradient (before accumulating a new batch).
     pub fn zero_grad(&mut self) {
         for i in 0..self.n_params {
-            if let Some(g) = self.nodes[i].grad {
+            if let Some(g) = self.nodes[i].grad() {
                 self.arena.fill(g, S::ZERO);
             }
         }
@@ -472,7 +496,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.nodes.truncate(self.n_params);
         if self.param_hook.is_some() {
             for n in self.nodes.iter_mut() {
-                n.grad = None;
+                n.set_grad(None);
             }
         }
         self.arena.reset_scratch();
@@ -488,8 +512,8 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         self.nodes[..self.n_params]
             .iter()
             .enumerate()
-            .filter(|(_, n)| n.requires_grad)
-            .map(|(j, n)| (j, n.data, n.grad.unwrap_or(Span::EMPTY)))
+            .filter(|(_, n)| n.requires_grad())
+            .map(|(j, n)| (j, n.data, n.grad().unwrap_or(Span::EMPTY)))
     }
 
     /// [`Graph::param_spans`] in a list of capacity `N`, filled without `collect`

@@ -11,7 +11,7 @@ use super::Graph;
 use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::scalar::Scalar;
-use crate::shape::Shape;
+use crate::shape::{Shape, MAX_RANK};
 
 /// An op's backward rule: `rule(graph, i)` adds node `i`'s contribution to the
 /// gradients of its inputs (node `i`'s output gradient is allocated and its inputs'
@@ -49,13 +49,13 @@ pub(crate) static LEAF: OpKind = OpKind {
     reads_output: false,
 };
 
-/// Words of op parameters a record holds (conv2d's stride, padding and dilation take
-/// all six; its groups follow from the input and weight shapes). Each word costs every
-/// record four bytes, on the Cortex-M0 too.
+/// Half-words of op parameters a record holds (conv2d's stride, padding and dilation
+/// take all six; its groups follow from the input and weight shapes). Each costs every
+/// record two bytes, on the Cortex-M0 too.
 pub(crate) const PARAM_WORDS: usize = 6;
 
 /// An op's parameters as a record holds them; each op packs and unpacks its own.
-pub(crate) type Params = [u32; PARAM_WORDS];
+pub(crate) type Params = [u16; PARAM_WORDS];
 
 /// The parameters of an op that has none.
 pub(crate) const NO_PARAMS: Params = [0; PARAM_WORDS];
@@ -68,9 +68,21 @@ pub(crate) trait Packed: Sized {
     fn unpack(p: &Params) -> Self;
 }
 
-/// A parameter value as one word of [`Params`].
-pub(crate) fn word(v: usize, op: &'static str) -> Result<u32> {
-    u32::try_from(v).map_err(|_| Error::Overflow { op })
+/// A parameter value as one word of [`Params`]: [`Error::Overflow`] naming `op` above
+/// 65,535 (never truncated).
+pub(crate) fn word(v: usize, op: &'static str) -> Result<u16> {
+    u16::try_from(v).map_err(|_| Error::Overflow { op })
+}
+
+/// An `f32` parameter (leaky_relu's slope) as two words, low half first.
+pub(crate) fn f32_words(v: f32) -> [u16; 2] {
+    let b = v.to_bits();
+    [b as u16, (b >> 16) as u16]
+}
+
+/// The `f32` back from [`f32_words`].
+pub(crate) fn words_f32(w: [u16; 2]) -> f32 {
+    f32::from_bits(w[0] as u32 | (w[1] as u32) << 16)
 }
 
 /// The op that produced a node: its kind, its inputs (node ids; saved values are
@@ -147,7 +159,7 @@ impl Op {
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Node `i`'s record, checked to be of `kind`: what a backward rule reads first.
     pub(crate) fn record(&self, i: usize, kind: &'static OpKind) -> Result<Op> {
-        let op = self.nodes[i].op;
+        let op = self.nodes[i].op();
         if core::ptr::eq(op.kind, kind) {
             Ok(op)
         } else {
@@ -156,26 +168,36 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 }
 
-/// One record of the tape.
+/// [`Node::flags`] bits.
+const REQUIRES_GRAD: u8 = 1;
+const VIEW: u8 = 2;
+const DROPPED: u8 = 4;
+const SPENT: u8 = 8;
+/// The node has a gradient, at `grad_off`.
+const HAS_GRAD: u8 = 16;
+/// The gradient's span was emptied (its memory reclaimed): length 0, not the node's.
+const GRAD_EMPTY: u8 = 32;
+
+/// One record of the tape. Its fields are laid out so that a record is at most 64
+/// bytes on 32-bit targets: the shape's rank, the flags, the input ids and the op's
+/// parameters share words; a gradient is stored as an offset (its length is the
+/// node's element count) with its presence in the flags.
 #[derive(Clone, Copy)]
 pub(crate) struct Node<S: Scalar, const N: usize> {
-    pub shape: Shape,
+    dims: [usize; MAX_RANK],
     pub data: Span,
-    pub grad: Option<Span>,
-    pub requires_grad: bool,
-    pub op: Op,
     /// Extra values saved for backward (max-pool argmax, softmax, targets).
     pub saved: Span,
-    /// The data span belongs to another node (a reshape view, or an input that an
-    /// in-place op took over), so it is never reclaimed through this node.
-    pub view: bool,
-    /// The caller gave the handle up ([`crate::Graph::free`]) or an in-place op
-    /// consumed it: its data is reclaimed once backward no longer needs it.
-    pub dropped: bool,
-    /// Backward ran through this node: its saved values are gone.
-    pub spent: bool,
+    /// Where the gradient starts, when [`HAS_GRAD`] is set.
+    pub(super) grad_off: usize,
+    kind: &'static OpKind,
     /// The op's backward rule (`None` for leaves).
     pub backward: Option<BackwardFn<S, N>>,
+    params: Params,
+    inputs: [NodeId; 3],
+    rank: u8,
+    /// [`REQUIRES_GRAD`], [`VIEW`], [`DROPPED`], [`SPENT`], [`HAS_GRAD`], [`GRAD_EMPTY`].
+    pub(super) flags: u8,
 }
 
 impl<S: Scalar, const N: usize> Node<S, N> {
@@ -188,22 +210,167 @@ impl<S: Scalar, const N: usize> Node<S, N> {
         requires_grad: bool,
         saved: Span,
     ) -> Self {
+        let (dims, rank) = shape.raw();
         Node {
-            shape,
+            dims,
             data,
-            grad: None,
-            requires_grad,
-            op,
             saved,
-            view: false,
-            dropped: false,
-            spent: false,
+            grad_off: 0,
+            kind: op.kind,
             backward: if op.is_leaf() { None } else { backward },
+            params: op.params,
+            inputs: op.inputs,
+            rank,
+            flags: if requires_grad { REQUIRES_GRAD } else { 0 },
         }
+    }
+
+    /// The node's shape.
+    pub(crate) fn shape(&self) -> Shape {
+        Shape::from_raw(self.dims, self.rank)
+    }
+
+    /// The op that produced the node.
+    pub(crate) fn op(&self) -> Op {
+        Op {
+            kind: self.kind,
+            inputs: self.inputs,
+            params: self.params,
+        }
+    }
+
+    fn flag(&self, bit: u8) -> bool {
+        self.flags & bit != 0
+    }
+
+    fn set_flag(&mut self, bit: u8, on: bool) {
+        self.flags = if on { self.flags | bit } else { self.flags & !bit };
+    }
+
+    /// Whether a gradient flows to this node.
+    pub(crate) fn requires_grad(&self) -> bool {
+        self.flag(REQUIRES_GRAD)
+    }
+
+    /// The data span belongs to another node (a reshape view, or an input that an
+    /// in-place op took over), so it is never reclaimed through this node.
+    pub(crate) fn view(&self) -> bool {
+        self.flag(VIEW)
+    }
+
+    /// Marks the data span as another node's ([`Node::view`]).
+    pub(crate) fn set_view(&mut self) {
+        self.set_flag(VIEW, true)
+    }
+
+    /// The caller gave the handle up ([`crate::Graph::free`]) or an in-place op
+    /// consumed it: its data is reclaimed once backward no longer needs it.
+    pub(crate) fn dropped(&self) -> bool {
+        self.flag(DROPPED)
+    }
+
+    /// Marks the handle given up ([`Node::dropped`]).
+    pub(crate) fn set_dropped(&mut self) {
+        self.set_flag(DROPPED, true)
+    }
+
+    /// Backward ran through this node: its saved values are gone.
+    pub(crate) fn spent(&self) -> bool {
+        self.flag(SPENT)
+    }
+
+    /// Marks backward as run through this node ([`Node::spent`]).
+    pub(crate) fn set_spent(&mut self) {
+        self.set_flag(SPENT, true)
+    }
+
+    /// The gradient's span, if the node has one.
+    pub(crate) fn grad(&self) -> Option<Span> {
+        self.flag(HAS_GRAD).then(|| Span {
+            off: self.grad_off,
+            len: if self.flag(GRAD_EMPTY) {
+                0
+            } else {
+                self.shape().numel()
+            },
+        })
+    }
+
+    /// Sets or clears the gradient. A gradient span is the node's element count long
+    /// (or emptied by reclamation); anything else is an engine bug.
+    pub(crate) fn set_grad(&mut self, g: Option<Span>) {
+        self.set_flag(HAS_GRAD, g.is_some());
+        let g = g.unwrap_or(Span::EMPTY);
+        debug_assert!(g.len == 0 || g.len == self.shape().numel());
+        self.grad_off = g.off;
+        self.set_flag(GRAD_EMPTY, g.len == 0);
+    }
+
+    /// The gradient, cleared (what `Option::take` does for a field).
+    pub(crate) fn take_grad(&mut self) -> Option<Span> {
+        let g = self.grad();
+        self.set_grad(None);
+        g
     }
 }
 
 // A tape record must not grow unnoticed: every record of a graph's `N` is held inline
-// (the Cortex-M0 program keeps its tape in 16 KiB of RAM).
+// (the Cortex-M0 program keeps its tape in 16 KiB of RAM). The 32-bit targets (thumbv6m,
+// thumbv7em, wasm32) are checked when the core builds for them.
 #[cfg(target_pointer_width = "32")]
-const _: () = assert!(core::mem::size_of::<Node<f32, 32>>() <= 92);
+const _: () = assert!(core::mem::size_of::<Node<f32, 8>>() <= 64);
+#[cfg(target_pointer_width = "32")]
+const _: () = assert!(core::mem::size_of::<Node<f32, 1024>>() <= 64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The record sizes the docs quote: at most 64 bytes on 32-bit targets (checked
+    /// at compile time above), 112 on 64-bit hosts.
+    #[test]
+    fn record_size() {
+        let size = core::mem::size_of::<Node<f32, 8>>();
+        assert_eq!(size, core::mem::size_of::<Node<f32, 1024>>());
+        #[cfg(target_pointer_width = "64")]
+        assert!(size <= 112, "{size}");
+    }
+
+    /// A gradient keeps its offset, its presence and a reclaimed (empty) span.
+    #[test]
+    fn grad_slot_round_trips() {
+        let shape = Shape::new(&[2, 3]).unwrap();
+        let mut n = Node::<f32, 8>::new(shape, Span::EMPTY, Op::LEAF, None, true, Span::EMPTY);
+        assert_eq!(n.grad(), None);
+        n.set_grad(Some(Span { off: 40, len: 6 }));
+        assert_eq!(n.grad(), Some(Span { off: 40, len: 6 }));
+        n.set_grad(Some(Span { off: 7, len: 0 }));
+        assert_eq!(n.grad(), Some(Span { off: 7, len: 0 }));
+        assert_eq!(n.take_grad(), Some(Span { off: 7, len: 0 }));
+        assert_eq!(n.grad(), None);
+        assert!(n.requires_grad() && !n.view() && !n.dropped() && !n.spent());
+        n.set_spent();
+        n.set_view();
+        assert!(n.spent() && n.view() && !n.dropped() && n.requires_grad());
+        assert_eq!(n.shape(), shape);
+    }
+
+    /// A parameter that does not fit a record's half-word is refused, never
+    /// truncated, and the graph stays usable.
+    #[test]
+    fn a_parameter_above_a_half_word_is_an_error() {
+        use crate::Conv2dParams;
+        let mut buf = [0.0f32; 256];
+        let mut g: Graph<f32, 8> = Graph::new(&mut buf);
+        let w = g.param(&[1, 1, 1, 1]).unwrap();
+        let x = g.input(&[1, 1, 4, 4], &[0.0; 16]).unwrap();
+        let p = Conv2dParams {
+            stride: [70_000, 1],
+            ..Conv2dParams::default()
+        };
+        let e = g.conv2d(x, w, None, p);
+        assert!(matches!(e, Err(Error::Overflow { op: "conv2d" })), "{e:?}");
+        assert_eq!(g.tape_len(), 2);
+        assert!(g.conv2d(x, w, None, Conv2dParams::default()).is_ok());
+    }
+}

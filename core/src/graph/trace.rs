@@ -72,14 +72,14 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         };
         let n = g.nodes[index];
         let mut inputs = [None; 3];
-        for (d, j) in inputs.iter_mut().zip(n.op.inputs()) {
-            *d = j.map(|j| g.nodes[j as usize].shape);
+        for (d, j) in inputs.iter_mut().zip(n.op().inputs()) {
+            *d = j.map(|j| g.nodes[j as usize].shape());
         }
         let ev = TraceEvent {
             index,
-            op: n.op.name(),
+            op: n.op().name(),
             inputs,
-            output: n.shape,
+            output: n.shape(),
             bytes: fresh_words * core::mem::size_of::<S>(),
             arena_used: g.arena.used_bytes(),
         };

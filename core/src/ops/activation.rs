@@ -4,7 +4,9 @@
 
 use super::registry::{need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS};
+use crate::graph::{
+    f32_words, words_f32, BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS,
+};
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
 use crate::scalar::Scalar;
@@ -46,7 +48,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             true => Op::new(kind, [Some(xi), None, None], params),
             false => Op::LEAF,
         };
-        let out = self.push(xn.shape, op, Some(rule), rg, 0)?;
+        let out = self.push(xn.shape(), op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| map(x, y, f))?;
         Ok(out)
@@ -98,7 +100,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub fn leaky_relu(&mut self, x: Tensor, negative_slope: f32) -> Result<Tensor> {
         let a = S::from_f32(negative_slope);
         let mut slope = NO_PARAMS;
-        slope[0] = negative_slope.to_bits();
+        [slope[0], slope[1]] = f32_words(negative_slope);
         self.unary(x, &LEAKY_RELU, slope, Self::leaky_relu_rule, |v| {
             if v > S::ZERO {
                 v
@@ -111,7 +113,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// leaky_relu's backward rule, recorded by [`Graph::leaky_relu`].
     fn leaky_relu_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &LEAKY_RELU)?;
-        g.leaky_relu_backward(i, op.input(0), f32::from_bits(op.params[0]))
+        g.leaky_relu_backward(i, op.input(0), words_f32([op.params[0], op.params[1]]))
     }
 
     fn leaky_relu_backward(&mut self, i: usize, x: NodeId, slope: f32) -> Result<()> {
@@ -170,7 +172,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.ensure_room()?;
         let xn = self.nodes[xi];
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
-        let n = xn.shape.numel();
+        let n = xn.shape().numel();
         let mark = self.arena.mark();
         self.set_site("relu_", crate::error::Phase::Forward);
         let saved = self.arena.alloc(if rg { c::mask_words(n) } else { 0 })?;
@@ -178,15 +180,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             true => Op::unary(&RELU_MASKED, xi),
             false => Op::LEAF,
         };
-        let out = match self.push_node(Node::new(xn.shape, xn.data, op, rule, rg, saved)) {
+        let out = match self.push_node(Node::new(xn.shape(), xn.data, op, rule, rg, saved)) {
             Ok(t) => t,
             Err(e) => {
                 self.arena.release(mark);
                 return Err(e);
             }
         };
-        self.nodes[xi].view = true;
-        self.nodes[xi].dropped = true;
+        self.nodes[xi].set_view();
+        self.nodes[xi].set_dropped();
         self.report_trace(saved.len);
         if !self.arena.is_meta() {
             let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;

@@ -55,8 +55,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub fn adaptive_max_pool2d(&mut self, x: Tensor, output_size: [usize; 2]) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
-        let g = geometry(xn.shape, output_size)?;
-        let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
+        let g = geometry(xn.shape(), output_size)?;
+        let shape = Shape::nchw(xn.shape().dim(0), xn.shape().dim(1), g.oh, g.ow)?;
         let rg = self.needs_grad(&[Some(xi)]);
         let op = match rg {
             true => Op::unary(&ADAPTIVE_MAX_POOL2D, xi),
@@ -75,8 +75,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// adaptive_max_pool2d's backward rule, recorded by [`Graph::adaptive_max_pool2d`].
     fn adaptive_max_pool2d_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let x = g.record(i, &ADAPTIVE_MAX_POOL2D)?.input(0);
-        let ys = g.nodes[i].shape;
-        let geo = geometry(g.nodes[x as usize].shape, [ys.dim(2), ys.dim(3)])?;
+        let ys = g.nodes[i].shape();
+        let geo = geometry(g.nodes[x as usize].shape(), [ys.dim(2), ys.dim(3)])?;
         let (gy, idx) = (g.grads_for(i)?, g.nodes[i].saved);
         if let Some(gx) = g.grad_of(x) {
             g.exec([gy, idx], gx, |[gy, idx], gx| {

@@ -186,7 +186,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let bi = b.map(|b| self.id(b)).transpose()?;
         let (xn, wn) = (self.nodes[xi], self.nodes[wi]);
         let bn = bi.map(|i| self.nodes[i]);
-        let g = geometry(xn.shape, wn.shape, bn.map(|b| b.shape), &p)?;
+        let g = geometry(xn.shape(), wn.shape(), bn.map(|b| b.shape()), &p)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi), Some(wi), bi]);
         let op = match rg {
             true => Op::new(&CONV2D, [Some(xi), Some(wi), bi], p.pack(OP)?),
@@ -215,8 +215,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (x, w, b) = (op.input(0), op.input(1), op.opt_input(2));
         let mut p = Conv2dParams::unpack(&op.params);
         // Validated when recorded: the weight holds in_channels / groups channels.
-        let cin_g = g.nodes[w as usize].shape.dim(1).max(1);
-        p.groups = g.nodes[x as usize].shape.dim(1) / cin_g;
+        let cin_g = g.nodes[w as usize].shape().dim(1).max(1);
+        p.groups = g.nodes[x as usize].shape().dim(1) / cin_g;
         g.conv2d_backward(i, x, w, b, p)
     }
 
@@ -230,7 +230,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<()> {
         let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
-        let g = geometry(xn.shape, wn.shape, None, &p)?;
+        let g = geometry(xn.shape(), wn.shape(), None, &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, wn.data], gx, |[gy, w], gx| {
                 S::Kernels::conv2d_backward_input(&g, gy, w, gx)

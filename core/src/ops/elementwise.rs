@@ -43,12 +43,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<Tensor> {
         let (ai, bi) = (self.id(a)?, self.id(b)?);
         let (an, bn) = (self.nodes[ai], self.nodes[bi]);
-        if an.shape != bn.shape {
+        if an.shape() != bn.shape() {
             return Err(Error::ShapeMismatch {
                 op: kind.name,
                 what: "operands must have the same shape (the second has {found} elements, the first {expected})",
-                expected: an.shape.numel(),
-                found: bn.shape.numel(),
+                expected: an.shape().numel(),
+                found: bn.shape().numel(),
             });
         }
         let rg = self.needs_grad(&[Some(ai), Some(bi)]);
@@ -56,7 +56,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             true => Op::new(kind, [Some(ai), Some(bi), None], NO_PARAMS),
             false => Op::LEAF,
         };
-        let out = self.push(an.shape, op, Some(rule), rg, 0)?;
+        let out = self.push(an.shape(), op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([an.data, bn.data], y, |[a, b], y| zip_map(a, b, y, f))?;
         Ok(out)

@@ -19,14 +19,14 @@ static INTERPOLATE: OpKind = OpKind {
     reads_output: false,
 };
 
-fn mode_word(mode: InterpMode) -> u32 {
+fn mode_word(mode: InterpMode) -> u16 {
     match mode {
         InterpMode::Nearest => 0,
-        InterpMode::Bilinear { align_corners } => 1 + align_corners as u32,
+        InterpMode::Bilinear { align_corners } => 1 + align_corners as u16,
     }
 }
 
-fn word_mode(w: u32) -> InterpMode {
+fn word_mode(w: u16) -> InterpMode {
     match w {
         0 => InterpMode::Nearest,
         _ => InterpMode::Bilinear {
@@ -85,7 +85,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
-        let g = geometry(xn.shape, size, mode)?;
+        let g = geometry(xn.shape(), size, mode)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let mut params = NO_PARAMS;
         params[0] = mode_word(mode);
@@ -93,7 +93,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             true => Op::new(&INTERPOLATE, [Some(xi), None, None], params),
             false => Op::LEAF,
         };
-        let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
+        let shape = Shape::nchw(xn.shape().dim(0), xn.shape().dim(1), g.oh, g.ow)?;
         let out = self.push(shape, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| k::resize_forward(&g, x, y))?;
@@ -108,8 +108,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     fn interpolate_backward(&mut self, i: usize, x: NodeId, mode: InterpMode) -> Result<()> {
         let gy = self.grads_for(i)?;
-        let ys = self.nodes[i].shape;
-        let g = geometry(self.nodes[x as usize].shape, [ys.dim(2), ys.dim(3)], mode)?;
+        let ys = self.nodes[i].shape();
+        let g = geometry(self.nodes[x as usize].shape(), [ys.dim(2), ys.dim(3)], mode)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy], gx, |[gy], gx| k::resize_backward(&g, gy, gx))?;
         }

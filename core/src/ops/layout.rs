@@ -35,7 +35,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub fn cat(&mut self, a: Tensor, b: Tensor, dim: i64) -> Result<Tensor> {
         const OP: &str = "cat";
         let (ai, bi) = (self.id(a)?, self.id(b)?);
-        let (sa, sb) = (self.nodes[ai].shape, self.nodes[bi].shape);
+        let (sa, sb) = (self.nodes[ai].shape(), self.nodes[bi].shape());
         if sa.rank() != sb.rank() {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -64,7 +64,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let shape = Shape::new(&dims[..sa.rank()])?;
         let rg = self.needs_grad(&[Some(ai), Some(bi)]);
         let mut params = NO_PARAMS;
-        params[0] = d as u32;
+        params[0] = d as u16; // d < rank <= MAX_RANK
         let op = match rg {
             true => Op::new(&CAT, [Some(ai), Some(bi), None], params),
             false => Op::LEAF,
@@ -83,8 +83,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let op = g.record(i, &CAT)?;
         let d = op.params[0] as usize;
         let gy = g.grads_for(i)?;
-        let (_, l, inner) = split_at_dim(g.nodes[i].shape, d);
-        let la = g.nodes[op.input(0) as usize].shape.dim(d);
+        let (_, l, inner) = split_at_dim(g.nodes[i].shape(), d);
+        let la = g.nodes[op.input(0) as usize].shape().dim(d);
         for (x, start, len) in [(op.input(0), 0, la), (op.input(1), la, l - la)] {
             if let Some(gx) = g.grad_of(x) {
                 g.exec([gy], gx, |[gy], gx| {
@@ -99,7 +99,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub fn permute(&mut self, x: Tensor, dims: &[usize]) -> Result<Tensor> {
         const OP: &str = "permute";
         let xi = self.id(x)?;
-        let s = self.nodes[xi].shape;
+        let s = self.nodes[xi].shape();
         if dims.len() != s.rank() {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -125,7 +125,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let rg = self.needs_grad(&[Some(xi)]);
         let mut params = NO_PARAMS;
         for (w, &p) in params.iter_mut().zip(dims) {
-            *w = p as u32;
+            *w = p as u16; // a dim index < rank <= MAX_RANK
         }
         let op = match rg {
             true => Op::new(&PERMUTE, [Some(xi), None, None], params),
@@ -144,7 +144,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn permute_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &PERMUTE)?;
         let x = op.input(0);
-        let s = g.nodes[x as usize].shape;
+        let s = g.nodes[x as usize].shape();
         let mut perm = [0; MAX_RANK];
         for (d, &w) in perm.iter_mut().zip(&op.params) {
             *d = w as usize;

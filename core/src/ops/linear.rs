@@ -60,7 +60,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let bi = b.map(|b| self.id(b)).transpose()?;
         let (xn, wn) = (self.nodes[xi], self.nodes[wi]);
         let bn = bi.map(|i| self.nodes[i]);
-        let (batch, inp, out_f) = sizes(xn.shape, wn.shape, bn.map(|b| b.shape))?;
+        let (batch, inp, out_f) = sizes(xn.shape(), wn.shape(), bn.map(|b| b.shape()))?;
         let rg = self.needs_grad(&[Some(xi), Some(wi), bi]);
         let op = match rg {
             true => Op::new(&LINEAR, [Some(xi), Some(wi), bi], NO_PARAMS),
@@ -93,7 +93,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn linear_backward(&mut self, i: usize, x: NodeId, w: NodeId, b: Option<NodeId>) -> Result<()> {
         let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
-        let (batch, inp, out) = sizes(xn.shape, wn.shape, None)?;
+        let (batch, inp, out) = sizes(xn.shape(), wn.shape(), None)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, wn.data], gx, |[gy, w], gx| {
                 S::Kernels::linear_backward_input(batch, inp, out, gy, w, gx)

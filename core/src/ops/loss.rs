@@ -44,10 +44,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         expect_rank(
             OP,
             "input has {found} dimensions, expected {expected} (batch, classes)",
-            ln.shape.rank(),
+            ln.shape().rank(),
             2,
         )?;
-        let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
+        let (b, c) = (ln.shape().dim(0), ln.shape().dim(1));
         if b == 0 || c == 0 {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -131,7 +131,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let node = self.nodes[i];
         let gy = self.grads_for(i)?;
         let ln = self.nodes[logits as usize];
-        let (b, c) = (ln.shape.dim(0), ln.shape.dim(1));
+        let (b, c) = (ln.shape().dim(0), ln.shape().dim(1));
         if let Some(gx) = self.grad_of(logits) {
             self.exec([gy, node.saved], gx, |[gy, sv], gx| {
                 let scale = gy[0].div(S::from_count(b));
@@ -153,15 +153,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         const OP: &str = "mse_loss";
         let (xi, ti) = (self.id(x)?, self.id(target)?);
         let (xn, tn) = (self.nodes[xi], self.nodes[ti]);
-        if xn.shape != tn.shape {
+        if xn.shape() != tn.shape() {
             return Err(Error::ShapeMismatch {
                 op: OP,
                 what: "target has {found} elements, the input {expected} (shapes must match)",
-                expected: xn.shape.numel(),
-                found: tn.shape.numel(),
+                expected: xn.shape().numel(),
+                found: tn.shape().numel(),
             });
         }
-        let n = xn.shape.numel();
+        let n = xn.shape().numel();
         if n == 0 {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -196,7 +196,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn mse_loss_backward(&mut self, i: usize, x: NodeId, t: NodeId) -> Result<()> {
         let gy = self.grads_for(i)?;
         let (xn, tn) = (self.nodes[x as usize], self.nodes[t as usize]);
-        let n = xn.shape.numel();
+        let n = xn.shape().numel();
         let g0 = if self.arena.is_meta() {
             S::ZERO
         } else {

@@ -18,7 +18,8 @@
 //!    data must outlive the forward, `reads_output` for its own output); memory
 //!    reclamation frees everything else early.
 //! 2. **Its parameters**, if backward needs them: `impl Packed for MyParams` packing
-//!    them into the record's six words (`Params`) and back.
+//!    them into the record's six half-words (`Params`, checked: a value that does not
+//!    fit is `Error::Overflow`) and back.
 //! 3. **The `Graph` method** (`pub fn my_op(&mut self, ..) -> Result<Tensor>`): look up
 //!    the inputs with `self.id`, validate, decide `rg = self.needs_grad(..)`, build
 //!    `Op::new(&MY_OP, inputs, params)` (or `Op::LEAF` when `!rg`), `self.push` the
@@ -123,7 +124,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// The gradient span of node `i`, which backward allocated before replaying.
     pub(crate) fn out_grad(&self, i: usize) -> Result<Span> {
-        self.nodes[i].grad.ok_or(Error::InvalidState {
+        self.nodes[i].grad().ok_or(Error::InvalidState {
             what: "output gradient missing during backward (engine bug)",
         })
     }

@@ -122,7 +122,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let meta = self.arena.is_meta();
         check(
             "cross_entropy",
-            self.nodes[li].shape,
+            self.nodes[li].shape(),
             n,
             targets.clone(),
             &p,
@@ -152,10 +152,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let meta = self.arena.is_meta();
-        let (n, c, inner) = check(OP, xn.shape, n_targets, targets.clone(), &p, meta)?;
+        let (n, c, inner) = check(OP, xn.shape(), n_targets, targets.clone(), &p, meta)?;
         let rg = self.needs_grad(&[Some(xi)]);
         let mut params = NO_PARAMS;
-        params[0] = (p.reduction == Reduction::Sum) as u32;
+        params[0] = (p.reduction == Reduction::Sum) as u16;
         let op = match rg {
             true => Op::new(&NLL_LOSS, [Some(xi), None, None], params),
             false => Op::LEAF,
@@ -196,7 +196,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn nll_loss_backward(&mut self, i: usize, x: NodeId, sum: bool) -> Result<()> {
         let gy = self.grads_for(i)?;
         let saved = self.nodes[i].saved;
-        let xs = self.nodes[x as usize].shape;
+        let xs = self.nodes[x as usize].shape();
         let (c, inner) = (xs.dim(1), xs.dims()[2..].iter().product::<usize>());
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, saved], gx, |[gy, ts], gx| {

@@ -34,10 +34,9 @@ impl Packed for PadParams {
     fn pack(&self, op: &'static str) -> Result<Params> {
         let mut w = NO_PARAMS;
         for (d, &v) in w.iter_mut().zip(&self.pad) {
-            *d = i32::try_from(v).map_err(|_| Error::Overflow { op })? as u32;
+            *d = i16::try_from(v).map_err(|_| Error::Overflow { op })? as u16;
         }
-        w[4] = self.mode as u32;
-        w[5] = self.value.to_bits();
+        w[4] = self.mode as u16;
         Ok(w)
     }
 
@@ -48,9 +47,10 @@ impl Packed for PadParams {
             _ => PadMode::Replicate,
         };
         PadParams {
-            pad: [0, 1, 2, 3].map(|k| w[k] as i32 as isize),
+            pad: [0, 1, 2, 3].map(|k| w[k] as i16 as isize),
             mode,
-            value: f32::from_bits(w[5]),
+            // Not saved: backward never reads the fill value.
+            value: 0.0,
         }
     }
 }
@@ -112,13 +112,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub fn pad(&mut self, x: Tensor, p: PadParams) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
-        let g = geometry(xn.shape, &p)?;
+        let g = geometry(xn.shape(), &p)?;
         let rg = self.needs_grad(&[Some(xi)]);
         let op = match rg {
             true => Op::new(&PAD, [Some(xi), None, None], p.pack(OP)?),
             false => Op::LEAF,
         };
-        let shape = Shape::nchw(xn.shape.dim(0), xn.shape.dim(1), g.oh, g.ow)?;
+        let shape = Shape::nchw(xn.shape().dim(0), xn.shape().dim(1), g.oh, g.ow)?;
         let out = self.push(shape, op, Some(Self::pad_rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let v = S::from_f32(p.value);
@@ -180,7 +180,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     fn pad_backward(&mut self, i: usize, x: NodeId, p: PadParams) -> Result<()> {
         let gy = self.grads_for(i)?;
-        let g = geometry(self.nodes[x as usize].shape, &p)?;
+        let g = geometry(self.nodes[x as usize].shape(), &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy], gx, |[gy], gx| k::pad_backward(&g, gy, gx))?;
         }

@@ -38,9 +38,9 @@ impl Pool2dParams {
 }
 
 /// The top bit of a packed padding word: padding is at most half a kernel that fits
-/// in a word, so it never uses that bit.
-const FLAG: u32 = 1 << 31;
-const PAD: u32 = FLAG - 1;
+/// in a word (and is checked to stay below this bit), so it never uses that bit.
+const FLAG: u16 = 1 << 15;
+const PAD: u16 = FLAG - 1;
 
 /// Packed after validation (padding at most half the kernel size): the two flags ride
 /// in the padding words' top bits.
@@ -48,13 +48,17 @@ impl Packed for Pool2dParams {
     fn pack(&self, op: &'static str) -> Result<Params> {
         let p = self;
         let flag = |on: bool| if on { FLAG } else { 0 };
+        let pad = |v: usize| match word(v, op)? {
+            w if w <= PAD => Ok(w),
+            _ => Err(Error::Overflow { op }),
+        };
         Ok([
             word(p.kernel_size[0], op)?,
             word(p.kernel_size[1], op)?,
             word(p.stride[0], op)?,
             word(p.stride[1], op)?,
-            word(p.padding[0], op)? | flag(p.ceil_mode),
-            word(p.padding[1], op)? | flag(p.count_include_pad),
+            pad(p.padding[0])? | flag(p.ceil_mode),
+            pad(p.padding[1])? | flag(p.count_include_pad),
         ])
     }
 
@@ -148,13 +152,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         const OP: &str = "max_pool2d";
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
-        let g = geometry(OP, xn.shape, &p)?;
+        let g = geometry(OP, xn.shape(), &p)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let op = match rg {
             true => Op::new(&MAX_POOL2D, [Some(xi), None, None], p.pack(OP)?),
             false => Op::LEAF,
         };
-        let shape = out_shape(xn.shape, &g)?;
+        let shape = out_shape(xn.shape(), &g)?;
         let taps = p.kernel_size[0] * p.kernel_size[1];
         let saved = if rg {
             c::argmax_words(shape.numel(), taps)
@@ -180,7 +184,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
         let idx = self.nodes[i].saved;
-        let g = geometry("max_pool2d", xn.shape, &p)?;
+        let g = geometry("max_pool2d", xn.shape(), &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, idx], gx, |[gy, idx], gx| {
                 c::max_pool2d_backward_packed(&g, gy, idx, gx)
@@ -194,14 +198,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         const OP: &str = "avg_pool2d";
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
-        let g = geometry(OP, xn.shape, &p)?;
+        let g = geometry(OP, xn.shape(), &p)?;
         let rg = self.needs_grad(&[Some(xi)]);
         let op = match rg {
             true => Op::new(&AVG_POOL2D, [Some(xi), None, None], p.pack(OP)?),
             false => Op::LEAF,
         };
         let rule = Some(Self::avg_pool2d_rule as BackwardFn<S, N>);
-        let out = self.push(out_shape(xn.shape, &g)?, op, rule, rg, 0)?;
+        let out = self.push(out_shape(xn.shape(), &g)?, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let inc = p.count_include_pad;
         self.exec([xn.data], y, |[x], y| k::avg_pool2d_forward(&g, inc, x, y))?;
@@ -217,7 +221,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn avg_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
         let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
-        let g = geometry("avg_pool2d", xn.shape, &p)?;
+        let g = geometry("avg_pool2d", xn.shape(), &p)?;
         let inc = p.count_include_pad;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy], gx, |[gy], gx| k::avg_pool2d_backward(&g, inc, gy, gx))?;
@@ -240,13 +244,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<Tensor> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
-        let g = adaptive_geometry(xn.shape, output_size)?;
+        let g = adaptive_geometry(xn.shape(), output_size)?;
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let op = match rg {
             true => Op::unary(&ADAPTIVE_AVG_POOL2D, xi),
             false => Op::LEAF,
         };
-        let out = self.push(out_shape(xn.shape, &g)?, op, rule, rg, 0)?;
+        let out = self.push(out_shape(xn.shape(), &g)?, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         self.exec([xn.data], y, |[x], y| k::adaptive_avg_pool2d_forward(&g, x, y))?;
         Ok(out)
@@ -261,8 +265,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn adaptive_avg_pool2d_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         let gy = self.grads_for(i)?;
         let xn = self.nodes[x as usize];
-        let ys = self.nodes[i].shape;
-        let g = adaptive_geometry(xn.shape, [ys.dim(2), ys.dim(3)])?;
+        let ys = self.nodes[i].shape();
+        let g = adaptive_geometry(xn.shape(), [ys.dim(2), ys.dim(3)])?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy], gx, |[gy], gx| k::adaptive_avg_pool2d_backward(&g, gy, gx))?;
         }

@@ -30,7 +30,7 @@ impl<const N: usize> Graph<'_, Q16, N> {
             Some(b) => Some(Shape::new(&[b.len()])?),
             None => None,
         };
-        let g = geometry_of(OP, xn.shape, ws, bs, &p)?;
+        let g = geometry_of(OP, xn.shape(), ws, bs, &p)?;
         let shape = Shape::nchw(g.n, g.c_out, g.oh, g.ow)?;
         let out = self.push(shape, Op::LEAF, None, false, 0)?;
         let y = self.nodes[out.id as usize].data;

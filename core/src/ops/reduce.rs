@@ -33,7 +33,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     fn reduce(&mut self, kind: &'static OpKind, x: Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
         let xi = self.id(x)?;
-        let s = self.nodes[xi].shape;
+        let s = self.nodes[xi].shape();
         let rank = s.rank();
         let mut mask = 0u32;
         for &d in dims {
@@ -66,7 +66,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let shape = Shape::new(&out[..r])?;
         let rg = self.needs_grad(&[Some(xi)]);
         let mut params = NO_PARAMS;
-        params[0] = mask;
+        params[0] = mask as u16; // one bit per dim: rank <= MAX_RANK bits
         let op = match rg {
             true => Op::new(kind, [Some(xi), None, None], params),
             false => Op::LEAF,
@@ -99,8 +99,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn reduce_backward(&mut self, i: usize, kind: &'static OpKind) -> Result<()> {
         let op = self.record(i, kind)?;
         let x = op.input(0);
-        let s = self.nodes[x as usize].shape;
-        let mask = op.params[0];
+        let s = self.nodes[x as usize].shape();
+        let mask = u32::from(op.params[0]);
         let count = (0..s.rank())
             .filter(|&k| mask >> k & 1 == 1)
             .map(|k| s.dim(k))

@@ -31,11 +31,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
         let shape = Shape::new(dims)?;
-        if shape.numel() != xn.shape.numel() {
+        if shape.numel() != xn.shape().numel() {
             return Err(Error::ShapeMismatch {
                 op: "reshape",
                 what: "the new shape has {found} elements, the input {expected}",
-                expected: xn.shape.numel(),
+                expected: xn.shape().numel(),
                 found: shape.numel(),
             });
         }
@@ -46,7 +46,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             false => Op::LEAF,
         };
         let mut node = Node::new(shape, xn.data, op, rule, rg, crate::arena::Span::EMPTY);
-        node.view = true;
+        node.set_view();
         let t = self.push_node(node)?;
         self.report_trace(0);
         Ok(t)

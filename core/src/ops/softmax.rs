@@ -58,10 +58,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let kind = if log { &LOG_SOFTMAX } else { &SOFTMAX };
         let xi = self.id(x)?;
         let xn = self.nodes[xi];
-        let d = norm_dim(kind.name, dim, xn.shape.rank())?;
+        let d = norm_dim(kind.name, dim, xn.shape().rank())?;
         let rg = self.needs_grad(&[Some(xi)]);
         let mut params = NO_PARAMS;
-        params[0] = d as u32;
+        params[0] = d as u16; // d < rank <= MAX_RANK
         let op = match rg {
             true => Op::new(kind, [Some(xi), None, None], params),
             false => Op::LEAF,
@@ -71,9 +71,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         } else {
             Self::softmax_rule
         };
-        let out = self.push(xn.shape, op, Some(rule), rg, 0)?;
+        let out = self.push(xn.shape(), op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
-        let (o, l, i) = split_at_dim(xn.shape, d);
+        let (o, l, i) = split_at_dim(xn.shape(), d);
         self.exec([xn.data], y, |[x], y| k::softmax_forward(o, l, i, x, y, log))?;
         Ok(out)
     }
@@ -93,7 +93,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn softmax_backward(&mut self, i: usize, x: NodeId, d: usize, log: bool) -> Result<()> {
         let gy = self.grads_for(i)?;
         let node = self.nodes[i];
-        let (o, l, n) = split_at_dim(node.shape, d);
+        let (o, l, n) = split_at_dim(node.shape(), d);
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, node.data], gx, |[gy, y], gx| {
                 k::softmax_backward(o, l, n, gy, y, gx, log)

@@ -205,6 +205,9 @@ impl<const L: usize> Sequential<L> {
     /// in place when nothing needs that input for backward, so a step holds only what
     /// backward needs (see [`Graph::free`], [`Graph::relu_`]). An error names the
     /// layer that raised it ([`LayerError`]; `?` turns it into the plain [`Error`]).
+    // LayerError is the engine's Copy error plus the failing layer's input shape, by
+    // value, so that it needs no allocation; it is only built on the error path.
+    #[allow(clippy::result_large_err)]
     pub fn forward<S: Scalar, const N: usize>(
         &self,
         g: &mut Graph<'_, S, N>,
@@ -215,6 +218,9 @@ impl<const L: usize> Sequential<L> {
 
     /// [`Sequential::forward`], calling `each(g, layer, output)` after every layer (for
     /// example to record the output shapes of a plan).
+    // LayerError is the engine's Copy error plus the failing layer's input shape, by
+    // value, so that it needs no allocation; it is only built on the error path.
+    #[allow(clippy::result_large_err)]
     pub fn forward_with<'a, S: Scalar, const N: usize>(
         &self,
         g: &mut Graph<'a, S, N>,

@@ -149,6 +149,16 @@ impl DoorScalar for Q16 {
     }
 }
 
+/// The scalar a gradient check differentiates: `sum(output * grad_output)` in f64 (the
+/// output's sum for a loss, whose gradient is 1), from the f32 result of `case`.
+pub fn objective(case: &Case) -> Result<f64, Error> {
+    let out = run_f32(case)?.output;
+    Ok(match &case.grad_output {
+        Some(go) => out.data.iter().zip(&go.data).map(|(a, b)| a * b).sum(),
+        None => out.data.iter().sum(),
+    })
+}
+
 /// Runs a case in f32: a meta pass sizes the arena exactly, then the real pass runs
 /// in an arena of that size.
 pub fn run_f32(case: &Case) -> Result<Outcome, Error> {

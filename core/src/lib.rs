@@ -94,6 +94,7 @@ pub mod fmath;
 pub mod init;
 pub mod io;
 pub mod metrics;
+pub mod model;
 pub mod nn;
 pub mod ops;
 pub mod optim;

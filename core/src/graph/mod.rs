@@ -330,6 +330,30 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         })
     }
 
+    /// A persistent, non-trainable tensor of the given shape, zero-filled (PyTorch's
+    /// buffers, e.g. BatchNorm's running statistics): it lives with the parameters,
+    /// shares their numbering and handles (so it is saved and loaded with them), is
+    /// writable through [`Graph::param_data_mut`], and has no gradient; optimizers
+    /// skip it. Created at setup, before a step records ops.
+    pub fn buffer(&mut self, dims: &[usize]) -> Result<Tensor> {
+        if self.nodes.len() != self.n_params {
+            return Err(Error::InvalidState {
+                what: "buffers must be created before a step records ops",
+            });
+        }
+        let shape = Shape::new(dims)?;
+        self.ensure_room()?;
+        self.set_site("buffer", Phase::Setup);
+        let span = self.arena.alloc_persistent(shape.numel())?;
+        let id = self.nodes.len();
+        self.push_node(Node::new(shape, span, Op::LEAF, None, false, Span::EMPTY))?;
+        self.n_params += 1;
+        Ok(Tensor {
+            id: id as NodeId,
+            gen: PARAM_GEN,
+        })
+    }
+
     /// Long-lived zeroed words for optimizer `op`'s state, taken next to the parameters.
     pub(crate) fn alloc_state(&mut self, op: &'static str, len: usize) -> Result<Span> {
         if self.nodes.len() != self.n_params {

@@ -7,6 +7,8 @@
 use std::string::String;
 use std::vec::Vec;
 
+pub use super::{DimSpec, TensorKind, ValueRef};
+
 /// A whole model: its inputs, its tensors (parameters and buffers), its nodes in
 /// execution order and which values are its outputs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -30,31 +32,6 @@ pub struct InputSpec {
     pub dims: Vec<DimSpec>,
 }
 
-/// One dim of a graph input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DimSpec {
-    /// Always this size (the channel count).
-    Fixed(usize),
-    /// Any size of at least `min` (batch, height, width, length).
-    Free {
-        /// The smallest size the graph accepts.
-        min: usize,
-    },
-}
-
-/// Whether a tensor trains.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TensorKind {
-    /// A parameter; `trainable` is the default choice, which a user may change.
-    Param {
-        /// Trains by default.
-        trainable: bool,
-    },
-    /// A buffer (BatchNorm's running statistics, its batch counter): saved and
-    /// loaded with the parameters, never trained.
-    Buffer,
-}
-
 /// A parameter or buffer with its values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorSpec {
@@ -66,17 +43,6 @@ pub struct TensorSpec {
     pub dims: Vec<usize>,
     /// Its values, row-major, `dims.iter().product()` of them.
     pub data: Vec<f32>,
-}
-
-/// Where a node's input comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueRef {
-    /// Graph input `k`.
-    Input(usize),
-    /// Tensor `k` of [`GraphSpec::tensors`].
-    Tensor(usize),
-    /// The output of node `k` (which must come earlier).
-    Node(usize),
 }
 
 /// One op call.

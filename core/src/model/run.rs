@@ -1,0 +1,324 @@
+//! [`Model`]: a checked model file's tensors created in a [`Graph`], and its nodes run
+//! on the tape by op name.
+//!
+//! - Tensors become graph parameters in file order, one after the other, so tensor
+//!   `k` is parameter `first + k` ([`Model::param`]); the model keeps no table.
+//! - [`Model::forward`] keeps the node outputs in a table of `N` entries on the stack
+//!   (`N` is the graph's tape capacity: every node output is a tape record, so a model
+//!   that fits the tape fits the table). A first pass over the nodes notes each
+//!   value's last reader; after a node runs, inputs it read last are freed
+//!   ([`Graph::free`]), and a `relu` whose input nothing else reads runs in place
+//!   ([`Graph::relu_`]), as [`Sequential`](crate::nn::Sequential) does.
+
+use super::error::{ModelResult, Site};
+use super::file::{ModelFile, TensorRecord};
+use super::format::MAX_NODE_INPUTS;
+use super::in_place::f32_slice;
+use super::{DimSpec, TensorKind, ValueRef};
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, Tensor, PARAM_GEN};
+use crate::ops::registry::OpSpec;
+use crate::scalar::Scalar;
+
+/// Where a tensor of the file goes in the graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// A trainable parameter ([`Graph::param`]); values copied.
+    Train,
+    /// Frozen, copied into the arena ([`Graph::buffer`]): no gradient, still writable
+    /// (BatchNorm's running statistics).
+    Frozen,
+    /// Frozen and read in place from the file's bytes ([`Graph::external`]): no arena
+    /// bytes. Only [`Model::in_place`] (an `f32` graph) can do it.
+    InPlace,
+}
+
+impl Placement {
+    /// The file's default: trainable parameters train, the rest is frozen (copied).
+    pub fn default_for(kind: TensorKind) -> Placement {
+        match kind {
+            TensorKind::Param { trainable: true } => Placement::Train,
+            _ => Placement::Frozen,
+        }
+    }
+}
+
+/// A model file whose tensors live in a graph: run it with [`Model::forward`].
+#[derive(Clone, Copy, Debug)]
+pub struct Model<'m> {
+    file: ModelFile<'m>,
+    first: usize,
+}
+
+/// Value `k` of the forward table, and the node that reads it last.
+#[derive(Clone, Copy)]
+struct Slot {
+    t: Option<Tensor>,
+    last: usize,
+}
+
+/// `last` of a value the model returns: never freed.
+const KEEP: usize = usize::MAX;
+
+type External<'a, 'm, S, const N: usize> = fn(&mut Graph<'a, S, N>, &[usize], &'m [u8]) -> Result<Tensor>;
+
+impl<'m> Model<'m> {
+    /// Creates the file's tensors in `g` with their default placement
+    /// ([`Placement::default_for`]), values converted with `Scalar::from_f32`. On an
+    /// error the tensors created so far stay in the graph (start from a new one).
+    pub fn new<S: Scalar, const N: usize>(
+        g: &mut Graph<'_, S, N>,
+        file: ModelFile<'m>,
+    ) -> ModelResult<'m, Self> {
+        Self::with_placement(g, file, |t| Placement::default_for(t.kind))
+    }
+
+    /// [`Model::new`] with the placement of each tensor chosen by `place` (freeze a
+    /// backbone, train a frozen-by-default layer). [`Placement::InPlace`] is refused
+    /// here ([`Error::Unsupported`]): use [`Model::in_place`].
+    pub fn with_placement<'a, S: Scalar, const N: usize>(
+        g: &mut Graph<'a, S, N>,
+        file: ModelFile<'m>,
+        place: impl FnMut(&TensorRecord<'m>) -> Placement,
+    ) -> ModelResult<'m, Self> {
+        let refuse: External<'a, 'm, S, N> = |_, _, _| {
+            Err(Error::Unsupported {
+                op: "model: in-place tensors need Model::in_place (an f32 graph)",
+            })
+        };
+        Self::build(g, file, place, refuse)
+    }
+
+    /// [`Model::with_placement`] on an `f32` graph that lives no longer than the file's
+    /// bytes, where [`Placement::InPlace`] tensors are read from those bytes (which
+    /// must sit at a 4-byte aligned address, as a `static` in flash can).
+    pub fn in_place<const N: usize>(
+        g: &mut Graph<'m, f32, N>,
+        file: ModelFile<'m>,
+        place: impl FnMut(&TensorRecord<'m>) -> Placement,
+    ) -> ModelResult<'m, Self> {
+        let ext: External<'m, 'm, f32, N> = |g, dims, data| g.external(dims, f32_slice(data)?);
+        Self::build(g, file, place, ext)
+    }
+
+    fn build<'a, S: Scalar, const N: usize>(
+        g: &mut Graph<'a, S, N>,
+        file: ModelFile<'m>,
+        mut place: impl FnMut(&TensorRecord<'m>) -> Placement,
+        external: External<'a, 'm, S, N>,
+    ) -> ModelResult<'m, Self> {
+        let first = g.num_params();
+        for t in file.tensors() {
+            let site = Site::Tensor {
+                index: t.index,
+                name: t.name,
+            };
+            let at = |e| site.error(e);
+            let dims = t.shape.dims();
+            let p = place(&t);
+            let h = match p {
+                Placement::Train => g.param(dims),
+                Placement::Frozen => g.buffer(dims),
+                Placement::InPlace => external(g, dims, t.data),
+            }
+            .map_err(at)?;
+            if h.id as usize != first + t.index {
+                return Err(at(Error::InvalidState {
+                    what: "model: tensors must be created one after the other",
+                }));
+            }
+            if p != Placement::InPlace && !g.is_meta() {
+                for (d, v) in g.param_data_mut(h).map_err(at)?.iter_mut().zip(t.values()) {
+                    *d = S::from_f32(v);
+                }
+            }
+        }
+        Ok(Model { file, first })
+    }
+
+    /// The file.
+    pub fn file(&self) -> &ModelFile<'m> {
+        &self.file
+    }
+
+    /// The graph's handle of tensor `k` (file order).
+    pub fn param(&self, k: usize) -> Option<Tensor> {
+        (k < self.file.num_tensors()).then_some(Tensor {
+            id: (self.first + k) as NodeId,
+            gen: PARAM_GEN,
+        })
+    }
+
+    /// The graph's handle of the tensor called `name` (its PyTorch name).
+    pub fn param_named(&self, name: &str) -> Option<Tensor> {
+        self.file.tensor(name).and_then(|t| self.param(t.index))
+    }
+
+    /// Position of tensor 0 among the graph's parameters.
+    pub fn first_param(&self) -> usize {
+        self.first
+    }
+
+    /// Runs the model on `inputs` (one per graph input, in order) and returns its first
+    /// output; other outputs stay recorded (see [`Model::forward_into`]).
+    pub fn forward<S: Scalar, const N: usize>(
+        &self,
+        g: &mut Graph<'_, S, N>,
+        inputs: &[Tensor],
+    ) -> ModelResult<'m, Tensor> {
+        let mut out = [Tensor {
+            id: 0,
+            gen: PARAM_GEN,
+        }];
+        self.forward_into(g, inputs, &mut out)?;
+        Ok(out[0])
+    }
+
+    /// Runs the model and writes its first `outputs.len()` outputs.
+    pub fn forward_into<S: Scalar, const N: usize>(
+        &self,
+        g: &mut Graph<'_, S, N>,
+        inputs: &[Tensor],
+        outputs: &mut [Tensor],
+    ) -> ModelResult<'m, ()> {
+        self.check_inputs(g, inputs)?;
+        let f = &self.file;
+        if f.num_nodes() > N {
+            return Err(Site::File.error(Error::TapeFull {
+                capacity: N,
+                needed: Some(f.num_nodes()),
+            }));
+        }
+        let mut table = [Slot { t: None, last: 0 }; N];
+        for n in f.nodes() {
+            table[n.index].last = n.index;
+            for r in n.inputs() {
+                if let Some(ValueRef::Node(m)) = r {
+                    table[m].last = n.index;
+                }
+            }
+        }
+        for r in f.outputs() {
+            if let ValueRef::Node(m) = r {
+                table[m].last = KEEP;
+            }
+        }
+        for n in f.nodes() {
+            let site = n.site();
+            let at = |e| site.error(e);
+            let mut ins = [None; MAX_NODE_INPUTS];
+            let mut count = 0;
+            for (slot, r) in ins.iter_mut().zip(n.inputs()) {
+                *slot = match r {
+                    None => None,
+                    Some(r) => Some(self.value(r, inputs, &table).map_err(at)?),
+                };
+                count += 1;
+            }
+            let ins = &ins[..count];
+            // The one input that only this node reads and that the model made.
+            let own = match n.inputs().next() {
+                Some(Some(ValueRef::Node(m))) if count == 1 && table[m].last == n.index => Some(m),
+                _ => None,
+            };
+            let y = match (own, ins.first().copied().flatten()) {
+                (Some(m), Some(x)) if n.op == "relu" && g.can_overwrite_tensor(x) => {
+                    table[m].t = None;
+                    g.relu_(x)
+                }
+                _ => {
+                    let spec = OpSpec::<S, N>::find(n.op).ok_or(Error::Unsupported {
+                        op: "model: unknown op",
+                    });
+                    spec.and_then(|s| (s.call)(g, ins, &n.attrs))
+                }
+            }
+            .map_err(at)?;
+            table[n.index].t = Some(y);
+            for r in n.inputs() {
+                if let Some(ValueRef::Node(m)) = r {
+                    if table[m].last == n.index {
+                        if let Some(t) = table[m].t.take() {
+                            g.free(t).map_err(at)?;
+                        }
+                    }
+                }
+            }
+            if table[n.index].last == n.index {
+                table[n.index].t = None;
+                g.free(y).map_err(at)?;
+            }
+        }
+        for (o, (k, r)) in outputs.iter_mut().zip(f.outputs().enumerate()) {
+            let site = Site::Output { index: k };
+            *o = self.value(r, inputs, &table).map_err(|e| site.error(e))?;
+        }
+        Ok(())
+    }
+
+    fn value(&self, r: ValueRef, inputs: &[Tensor], table: &[Slot]) -> Result<Tensor> {
+        let gone = Error::InvalidState {
+            what: "model: a value was freed before its last reader (engine bug)",
+        };
+        match r {
+            ValueRef::Input(k) => inputs.get(k).copied().ok_or(gone),
+            ValueRef::Tensor(k) => self.param(k).ok_or(gone),
+            ValueRef::Node(m) => table.get(m).and_then(|s| s.t).ok_or(gone),
+        }
+    }
+
+    /// Checks the caller's inputs against the declared dims.
+    fn check_inputs<S: Scalar, const N: usize>(
+        &self,
+        g: &Graph<'_, S, N>,
+        inputs: &[Tensor],
+    ) -> ModelResult<'m, ()> {
+        if inputs.len() != self.file.num_inputs() {
+            return Err(Site::File.error(Error::ShapeMismatch {
+                op: "model",
+                what: "the model takes {expected} inputs, {found} were given",
+                expected: self.file.num_inputs(),
+                found: inputs.len(),
+            }));
+        }
+        for (rec, &t) in self.file.inputs().zip(inputs) {
+            let site = Site::Input {
+                index: rec.index,
+                name: rec.name,
+            };
+            let shape = g.shape(t).map_err(|e| site.error(e))?;
+            let mismatch = |what, expected, found| {
+                site.error(Error::ShapeMismatch {
+                    op: "model",
+                    what,
+                    expected,
+                    found,
+                })
+            };
+            if shape.rank() != rec.dims().len() {
+                let what = "the input has {found} dims, the model's input {expected}";
+                return Err(mismatch(what, rec.dims().len(), shape.rank()));
+            }
+            for (&d, &want) in shape.dims().iter().zip(rec.dims()) {
+                match want {
+                    DimSpec::Fixed(n) if d != n => {
+                        return Err(mismatch(
+                            "an input dim is {found}, the model fixes it at {expected}",
+                            n,
+                            d,
+                        ))
+                    }
+                    DimSpec::Free { min } if d < min => {
+                        return Err(mismatch(
+                            "an input dim is {found}, the model needs at least {expected}",
+                            min,
+                            d,
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -5,7 +5,7 @@
 use super::error::{ModelResult, Site};
 use super::format::*;
 use super::spec::{AttrValue, GraphSpec};
-use super::{DimSpec, TensorKind};
+use super::{DimSpec, TensorKind, ValueRef};
 use crate::error::Error;
 use crate::io::crc32;
 use crate::shape::{Shape, MAX_RANK};
@@ -14,8 +14,14 @@ use std::vec::Vec;
 fn bad(what: &'static str, value: usize) -> Error {
     Error::InvalidParam {
         op: "model",
-        what,
+        what: what.strip_prefix("model: ").unwrap_or(what),
         value: value as i64,
+    }
+}
+
+fn ref_index(r: ValueRef) -> usize {
+    match r {
+        ValueRef::Input(k) | ValueRef::Tensor(k) | ValueRef::Node(k) => k,
     }
 }
 
@@ -92,7 +98,7 @@ pub fn check_spec(spec: &GraphSpec) -> ModelResult<'_, ()> {
             name: &n.name,
         };
         let at = |e| site.error(e);
-        let takes = op_inputs(&n.op).ok_or(at(bad(UNKNOWN_OP, index)))?;
+        let takes = op_inputs(&n.op).ok_or(at(bad(UNKNOWN_OP, n.op.len())))?;
         fits(n.inputs.len(), takes.min(MAX_NODE_INPUTS), TOO_MANY_INPUTS).map_err(at)?;
         fits(n.op.len(), 255, UNKNOWN_OP).map_err(at)?;
         fits(
@@ -103,7 +109,7 @@ pub fn check_spec(spec: &GraphSpec) -> ModelResult<'_, ()> {
         .map_err(at)?;
         for r in n.inputs.iter().flatten() {
             if let Some(why) = check_ref(*r, ni, nt, index) {
-                return Err(at(bad(why, index)));
+                return Err(at(bad(why, ref_index(*r))));
             }
         }
         fits(n.attrs.len(), 255, "model: more than 255 attributes").map_err(at)?;
@@ -118,7 +124,7 @@ pub fn check_spec(spec: &GraphSpec) -> ModelResult<'_, ()> {
     }
     for (index, r) in spec.outputs.iter().enumerate() {
         if let Some(why) = check_ref(*r, ni, nt, nn) {
-            return Err(Site::Output { index }.error(bad(why, index)));
+            return Err(Site::Output { index }.error(bad(why, ref_index(*r))));
         }
     }
     Ok(())

@@ -72,14 +72,28 @@ impl From<ModelError<'_>> for Error {
 }
 
 impl fmt::Display for Site<'_> {
+    /// `node 3 (conv2d "features.0")`, `tensor 2 "c1.bias"`, `output 0`; names that are
+    /// empty (unreadable or absent) are left out.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Site::File => write!(f, "model file"),
-            Site::Input { index, name } => write!(f, "input {index} \"{name}\""),
-            Site::Tensor { index, name } => write!(f, "tensor {index} \"{name}\""),
-            Site::Node { index, op, name } => write!(f, "node {index} ({op} \"{name}\")"),
-            Site::Output { index } => write!(f, "output {index}"),
+        let (what, index, name) = match *self {
+            Site::File => return write!(f, "model file"),
+            Site::Output { index } => return write!(f, "output {index}"),
+            Site::Input { index, name } => ("input", index, name),
+            Site::Tensor { index, name } => ("tensor", index, name),
+            Site::Node { index, op, name } => {
+                write!(f, "node {index}")?;
+                return match (op.is_empty(), name.is_empty()) {
+                    (true, _) => Ok(()),
+                    (false, true) => write!(f, " ({op})"),
+                    (false, false) => write!(f, " ({op} \"{name}\")"),
+                };
+            }
+        };
+        write!(f, "{what} {index}")?;
+        if !name.is_empty() {
+            write!(f, " \"{name}\"")?;
         }
+        Ok(())
     }
 }
 

@@ -224,3 +224,207 @@ fn document(u: &mut Unstructured) -> Result<String> {
     }
     Ok(json!({ "cases": cases }).to_string())
 }
+
+/// Fuzzes the model file (`torchlet::model`): the parser, `Model` on a meta graph and
+/// on a small real one, a forward pass at the smallest input the file allows, and
+/// both writers. The first byte picks the mode: even, the rest is the file as is;
+/// odd, it gets a correct length field and CRC-32 first (to reach the records behind
+/// the checksum); at least 128, the rest drives a structured model (real op names,
+/// attributes of every type, references anywhere) that goes through `encode`.
+/// Invariants: no panic; a file the writers produce parses again.
+pub fn model_load(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let bytes = if mode >= 128 {
+        match model_spec(&mut Unstructured::new(rest)) {
+            Ok(spec) => match torchlet::model::encode(&spec) {
+                Ok(b) => b,
+                Err(_) => return,
+            },
+            Err(_) => return,
+        }
+    } else {
+        let mut b = rest.to_vec();
+        if mode & 1 == 1 && b.len() >= 28 {
+            let n = b.len() as u32;
+            b[8..12].copy_from_slice(&n.to_le_bytes());
+            let body = b.len() - 4;
+            let crc = io::crc32(&b[..body]);
+            b[body..].copy_from_slice(&crc.to_le_bytes());
+        }
+        b
+    };
+    let Ok(file) = torchlet::model::ModelFile::parse(&bytes) else {
+        return;
+    };
+    for n in file.nodes() {
+        let _ = (n.inputs().count(), n.attrs.iter().count());
+    }
+    let _ = (file.tensors().count(), file.outputs().count());
+    let mins: Vec<Vec<usize>> = file.inputs().map(|i| i.min_shape().dims().to_vec()).collect();
+    // Planning: any sizes, no data.
+    let mut meta: Graph<f32, 64> = Graph::meta(usize::MAX);
+    if let Ok(m) = torchlet::model::Model::new(&mut meta, file) {
+        let xs: Option<Vec<_>> = mins.iter().map(|d| meta.input(d, &[]).ok()).collect();
+        if let Some(xs) = xs {
+            let _ = m.forward(&mut meta, &xs);
+        }
+    }
+    // A real run when the smallest inputs are small.
+    let mut arena = vec![0.0f32; 1 << 16];
+    let mut g: Graph<f32, 64> = Graph::new(&mut arena);
+    let Ok(m) = torchlet::model::Model::new(&mut g, file) else {
+        return;
+    };
+    if mins.iter().all(|d| d.iter().product::<usize>() <= 4096) {
+        let xs: Option<Vec<_>> = mins
+            .iter()
+            .map(|d| {
+                let n = d.iter().product::<usize>();
+                g.input(d, &vec![0.25; n]).ok()
+            })
+            .collect();
+        if let Some(xs) = xs {
+            if let Ok(y) = m.forward(&mut g, &xs) {
+                let _ = g.data(y);
+            }
+        }
+        g.end_step();
+    }
+    let again = m.to_file_bytes(&g).unwrap();
+    torchlet::model::ModelFile::parse(&again).unwrap();
+    if let Ok(w) = m.to_weights_bytes(&g) {
+        io::Weights::parse(&w).unwrap();
+    }
+}
+
+const MODEL_OPS: &[&str] = &[
+    "conv2d",
+    "linear",
+    "max_pool2d",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
+    "relu",
+    "leaky_relu",
+    "add",
+    "mul",
+    "softmax",
+    "flatten",
+    "cat",
+    "permute",
+    "mean",
+    "pad",
+    "interpolate",
+    "cross_entropy",
+    "lstm",
+];
+
+fn model_spec(u: &mut Unstructured) -> Result<torchlet::model::spec::GraphSpec> {
+    use torchlet::model::spec::*;
+    let small = |u: &mut Unstructured| -> Result<usize> {
+        Ok(if u.ratio(1, 20)? {
+            u.arbitrary::<u32>()? as usize
+        } else {
+            u.int_in_range(0..=5)?
+        })
+    };
+    let mut spec = GraphSpec::default();
+    for k in 0..u.int_in_range(1..=2)? {
+        let mut dims = Vec::new();
+        for _ in 0..u.int_in_range(0..=4)? {
+            let n = small(u)?;
+            dims.push(if u.arbitrary()? {
+                DimSpec::Fixed(n)
+            } else {
+                DimSpec::Free { min: n }
+            });
+        }
+        spec.inputs.push(InputSpec {
+            name: format!("x{k}"),
+            dims,
+        });
+    }
+    for k in 0..u.int_in_range(0..=4)? {
+        let dims: Vec<usize> = (0..u.int_in_range(0..=4)?)
+            .map(|_| u.int_in_range(1..=4))
+            .collect::<Result<_>>()?;
+        let n = dims.iter().product::<usize>();
+        let kind = match u.int_in_range(0..=2)? {
+            0 => TensorKind::Param { trainable: true },
+            1 => TensorKind::Param { trainable: false },
+            _ => TensorKind::Buffer,
+        };
+        let data = (0..n).map(|i| (i % 7) as f32 / 7.0 - 0.3).collect();
+        spec.tensors.push(TensorSpec {
+            name: format!("t{k}"),
+            kind,
+            dims,
+            data,
+        });
+    }
+    let refs = |u: &mut Unstructured, nodes: usize, s: &GraphSpec| -> Result<ValueRef> {
+        Ok(match u.int_in_range(0..=3)? {
+            0 => ValueRef::Input(u.int_in_range(0..=s.inputs.len())?),
+            1 => ValueRef::Tensor(u.int_in_range(0..=s.tensors.len())?),
+            _ => ValueRef::Node(u.int_in_range(0..=nodes)?),
+        })
+    };
+    for k in 0..u.int_in_range(0..=8)? {
+        let op = MODEL_OPS[u.choose_index(MODEL_OPS.len())?].to_string();
+        let mut inputs = Vec::new();
+        for _ in 0..u.int_in_range(0..=3)? {
+            inputs.push(if u.ratio(1, 8)? {
+                None
+            } else {
+                Some(refs(u, k, &spec)?)
+            });
+        }
+        let mut attrs = Vec::new();
+        for _ in 0..u.int_in_range(0..=3)? {
+            let name = PARAMS
+                .iter()
+                .chain(&["dim", "output_size", "keepdim", "dims", "target"])
+                .nth(u.int_in_range(0..=PARAMS.len() + 4)?)
+                .unwrap()
+                .to_string();
+            let int = |u: &mut Unstructured| -> Result<i64> {
+                Ok(if u.ratio(1, 10)? {
+                    u.arbitrary()?
+                } else {
+                    u.int_in_range(-2..=4)?
+                })
+            };
+            let v = match u.int_in_range(0..=5)? {
+                0 => AttrValue::Int(int(u)?),
+                1 => AttrValue::Ints(
+                    (0..u.int_in_range(0..=4)?)
+                        .map(|_| int(u))
+                        .collect::<Result<_>>()?,
+                ),
+                2 => AttrValue::Float(u.arbitrary()?),
+                3 => AttrValue::Floats(
+                    (0..u.int_in_range(0..=3)?)
+                        .map(|_| u.arbitrary())
+                        .collect::<Result<_>>()?,
+                ),
+                4 => AttrValue::Flag(u.arbitrary()?),
+                _ => {
+                    AttrValue::Str(["reflect", "bilinear", "nearest", "mean", "x"][u.choose_index(5)?].into())
+                }
+            };
+            attrs.push((name, v));
+        }
+        spec.nodes.push(NodeSpec {
+            op,
+            name: format!("n{k}"),
+            inputs,
+            attrs,
+        });
+    }
+    for _ in 0..u.int_in_range(1..=2)? {
+        let n = spec.nodes.len();
+        spec.outputs.push(refs(u, n.saturating_sub(1), &spec)?);
+    }
+    Ok(spec)
+}

@@ -9,7 +9,7 @@
 //! keeps them free. Anything else is refused with an [`Error`] naming the node, its op type
 //! and why. Free input dims get a minimum size ([`DimSpec::Free`]): 1 for the batch, and
 //! for H, W or L the smallest size for which every op of the graph has an output of at
-//! least one element ([`infer::min_sizes`]).
+//! least one element (computed with [`infer::shapes`]).
 //!
 //! ```no_run
 //! let bytes = std::fs::read("model.onnx").unwrap();

@@ -353,6 +353,9 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
             let (id, iv) = (idx.dims(), idx.known_ints()?);
             let id: Vec<usize> = id.iter().map(|d| d.known().unwrap_or(0) as usize).collect();
             let rank = x.dims().len();
+            if rank == 0 {
+                return Some(Err("Gather from a scalar".into()));
+            }
             (|| {
                 let ax = axis(attr_int(n, "axis").unwrap_or(0), rank)?;
                 map_arr!(x, |a| a.gather(ax, &iv, &id))
@@ -419,7 +422,9 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
         }
         "ConstantOfShape" => {
             let dims: Vec<usize> = x.known_ints()?.iter().map(|&d| d.max(0) as usize).collect();
-            let count: usize = dims.iter().product();
+            let Some(count) = small(&dims) else {
+                return Some(Err(format!("ConstantOfShape {dims:?} is absurdly large")));
+            };
             let fill = match attr(n, "value").and_then(|a| a.t.as_ref()) {
                 Some(t) => decode(t, &|_| None),
                 None => Ok(Value::Float {
@@ -446,7 +451,9 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
             let xd: Vec<usize> = x.dims().iter().map(|d| d.known().unwrap_or(0) as usize).collect();
             let count: usize = xd.iter().product();
             let dims: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
-            let n_out: usize = dims.iter().product();
+            let Some(n_out) = small(&dims) else {
+                return Some(Err(format!("Expand to {dims:?} is absurdly large")));
+            };
             if count != 1 && xd != dims {
                 return Some(Err("constant Expand other than of a scalar".into()));
             }
@@ -499,6 +506,13 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
         }
         _ => return None,
     })
+}
+
+/// The element count of `dims` when it is a sensible size for shape arithmetic.
+fn small(dims: &[usize]) -> Option<usize> {
+    dims.iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&c| c <= 1 << 24)
 }
 
 /// `n` elements cycling through `data`.

@@ -37,6 +37,19 @@ fn axis(a: i64, rank: usize) -> Result<usize, String> {
 /// The shape of every node's output for inputs of sizes `inputs`, or why the graph
 /// cannot run on them (a window larger than its input, channels that do not match).
 pub fn shapes(spec: &GraphSpec, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>, String> {
+    for (k, (given, want)) in inputs.iter().zip(&spec.inputs).enumerate() {
+        let fits = given.len() == want.dims.len()
+            && given.iter().zip(&want.dims).all(|(&g, d)| match d {
+                DimSpec::Fixed(v) => g == *v,
+                DimSpec::Free { .. } => g >= 1,
+            });
+        if !fits {
+            return Err(format!(
+                "input {k} has dims {given:?}, the graph takes {:?}",
+                want.dims
+            ));
+        }
+    }
     let mut out: Vec<Vec<usize>> = Vec::with_capacity(spec.nodes.len());
     for (i, n) in spec.nodes.iter().enumerate() {
         let get = |k: usize| -> Result<Vec<usize>, String> {
@@ -60,9 +73,41 @@ pub fn shapes(spec: &GraphSpec, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>
     Ok(out)
 }
 
+/// Element `k` of a per-dim list (its first for a single value), else `default`.
+fn at(v: &[i64], k: usize, default: i64) -> i64 {
+    v.get(k).or(v.first()).copied().unwrap_or(default)
+}
+
+/// Ops whose input must be NCHW.
+const FOUR_D: &[&str] = &[
+    "conv2d",
+    "conv_transpose2d",
+    "max_pool2d",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "pad",
+    "interpolate",
+];
+
 fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -> Result<Vec<usize>, String> {
     let x = get(0)?;
     let rank = x.len();
+    let need = if FOUR_D.contains(&n.op.as_str()) {
+        Some(4)
+    } else {
+        (n.op == "conv1d").then_some(3)
+    };
+    if need.is_some_and(|r| r != rank) {
+        return Err(format!("input {x:?} has the wrong rank"));
+    }
+    if matches!(n.op.as_str(), "conv2d" | "conv1d" | "conv_transpose2d" | "linear") {
+        let w = get(1)?;
+        let want = if n.op == "linear" { 2 } else { rank };
+        if w.len() != want {
+            return Err(format!("weight {w:?} does not fit input {x:?}"));
+        }
+    }
     let window = |l: usize, k: i64, s: i64, p: i64, d: i64, ceil: bool| -> Result<usize, String> {
         let span = l as i64 + 2 * p - d * (k - 1) - 1;
         if span < 0 || s < 1 {
@@ -83,8 +128,8 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
     Ok(match n.op.as_str() {
         "conv2d" | "conv1d" => {
             let w = get(1)?;
-            let nd = w.len().saturating_sub(2);
-            if rank != nd + 2 || x[1] != w[1] * int(n, "groups", 1) as usize {
+            let nd = rank - 2;
+            if x[1] != w[1] * int(n, "groups", 1) as usize {
                 return Err(format!("input {x:?} does not fit weight {w:?}"));
             }
             let (s, p, d) = (
@@ -94,13 +139,12 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
             );
             let mut o = vec![x[0], w[0]];
             for k in 0..nd {
-                let pick = |v: &Vec<i64>| v.get(k).or(v.first()).copied().unwrap_or(1);
                 o.push(window(
                     x[2 + k],
                     w[2 + k] as i64,
-                    pick(&s),
-                    pick(&p),
-                    pick(&d),
+                    at(&s, k, 1),
+                    at(&p, k, 0),
+                    at(&d, k, 1),
                     false,
                 )?);
             }
@@ -108,52 +152,59 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
         }
         "conv_transpose2d" => {
             let w = get(1)?;
-            let (s, p, op, d) = (
-                ints(n, "stride", &[1, 1]),
-                ints(n, "padding", &[0, 0]),
-                ints(n, "output_padding", &[0, 0]),
-                ints(n, "dilation", &[1, 1]),
-            );
+            let (s, p) = (ints(n, "stride", &[1]), ints(n, "padding", &[0]));
+            let (op, d) = (ints(n, "output_padding", &[0]), ints(n, "dilation", &[1]));
             let mut o = vec![x[0], w[1] * int(n, "groups", 1) as usize];
             for k in 0..2 {
-                let l = (x[2 + k] as i64 - 1) * s[k] - 2 * p[k] + d[k] * (w[2 + k] as i64 - 1) + op[k] + 1;
+                let l = (x[2 + k] as i64 - 1) * at(&s, k, 1) - 2 * at(&p, k, 0)
+                    + at(&d, k, 1) * (w[2 + k] as i64 - 1)
+                    + at(&op, k, 0)
+                    + 1;
                 o.push(l.max(0) as usize);
             }
             o
         }
         "max_pool2d" | "avg_pool2d" => {
             let (k, s, p) = (
-                ints(n, "kernel_size", &[1, 1]),
-                ints(n, "stride", &[1, 1]),
-                ints(n, "padding", &[0, 0]),
+                ints(n, "kernel_size", &[1]),
+                ints(n, "stride", &[]),
+                ints(n, "padding", &[0]),
             );
             let ceil = flag(n, "ceil_mode");
-            vec![
-                x[0],
-                x[1],
-                window(x[2], k[0], s[0], p[0], 1, ceil)?,
-                window(x[3], k[1], s[1], p[1], 1, ceil)?,
-            ]
+            let (k0, k1) = (at(&k, 0, 1), at(&k, 1, 1));
+            let (h, w) = (
+                window(x[2], k0, at(&s, 0, k0), at(&p, 0, 0), 1, ceil)?,
+                window(x[3], k1, at(&s, 1, k1), at(&p, 1, 0), 1, ceil)?,
+            );
+            vec![x[0], x[1], h, w]
         }
         "adaptive_avg_pool2d" | "adaptive_max_pool2d" => {
-            let o = ints(n, "output_size", &[1, 1]);
-            vec![x[0], x[1], o[0] as usize, o[o.len() - 1] as usize]
+            let o = ints(n, "output_size", &[1]);
+            vec![x[0], x[1], at(&o, 0, 1) as usize, at(&o, 1, 1) as usize]
         }
         "pad" => {
             let p = ints(n, "pad", &[0; 4]);
             let add = |l: usize, a: i64, b: i64| (l as i64 + a + b).max(0) as usize;
-            vec![x[0], x[1], add(x[2], p[2], p[3]), add(x[3], p[0], p[1])]
-        }
-        "interpolate" => match attr(n, "scale_factor") {
-            Some(AttrValue::Floats(f)) => vec![
+            vec![
                 x[0],
                 x[1],
-                (x[2] as f64 * f[0]).floor() as usize,
-                (x[3] as f64 * f[f.len() - 1]).floor() as usize,
-            ],
+                add(x[2], at(&p, 2, 0), at(&p, 3, 0)),
+                add(x[3], at(&p, 0, 0), at(&p, 1, 0)),
+            ]
+        }
+        "interpolate" => match attr(n, "scale_factor") {
+            Some(AttrValue::Floats(f)) if !f.is_empty() => {
+                let (a, b) = (f[0], f[f.len() - 1]);
+                vec![
+                    x[0],
+                    x[1],
+                    (x[2] as f64 * a).floor() as usize,
+                    (x[3] as f64 * b).floor() as usize,
+                ]
+            }
             _ => {
-                let s = ints(n, "size", &[1, 1]);
-                vec![x[0], x[1], s[0] as usize, s[s.len() - 1] as usize]
+                let s = ints(n, "size", &[0]);
+                vec![x[0], x[1], at(&s, 0, 0) as usize, at(&s, 1, 0) as usize]
             }
         },
         "flatten" => {

@@ -229,6 +229,9 @@ impl Importer<'_> {
                 }
                 for k in 1..ins.len() {
                     let (y, ys) = run(input(k), "input")?;
+                    if ys.len() != s.len() {
+                        return Err("Concat of tensors of different ranks".into());
+                    }
                     s[axis] = match (&s[axis], &ys[axis]) {
                         (Dim::Known(a), Dim::Known(b)) => Dim::Known(a + b),
                         _ => Dim::Unknown,
@@ -263,17 +266,19 @@ impl Importer<'_> {
                 let (x, s) = run(input(0), "input")?;
                 let perm = attr_ints(n, "perm").unwrap_or_else(|| (0..s.len() as i64).rev().collect());
                 let mut seen = vec![false; s.len()];
+                let mut norm = Vec::with_capacity(perm.len());
                 for &p in &perm {
                     let p = norm_axis(p, s.len())?;
                     if std::mem::replace(&mut seen[p], true) {
                         return Err(format!("bad permutation {perm:?}"));
                     }
+                    norm.push(p as i64);
                 }
                 if perm.len() != s.len() {
                     return Err(format!("permutation {perm:?} for rank {}", s.len()));
                 }
-                let out = perm.iter().map(|&p| s[p as usize].clone()).collect();
-                Ok(self.emit("permute", n, vec![Some(x)], vec![("dims", ints(&perm))], out))
+                let out = norm.iter().map(|&p| s[p as usize].clone()).collect();
+                Ok(self.emit("permute", n, vec![Some(x)], vec![("dims", ints(&norm))], out))
             }
             "Pad" => self.pad(n, ins),
             "Resize" | "Upsample" => self.resize(n, ins),
@@ -283,6 +288,9 @@ impl Importer<'_> {
 
     /// `flatten(x, 1)` (nothing when `x` is already 2-D).
     pub(crate) fn flatten(&mut self, n: &NodeProto, x: ValueRef, s: &[Dim]) -> Result<Value, String> {
+        if s.len() < 2 {
+            return Err(format!("flattening a rank-{} tensor from dim 1", s.len()));
+        }
         let rest = s[1..].iter().try_fold(1i64, |acc, d| d.known().map(|v| acc * v));
         let out = vec![s[0].clone(), rest.map_or(Dim::Unknown, Dim::Known)];
         if s.len() == 2 {
@@ -324,7 +332,8 @@ impl Importer<'_> {
         let dil = attr_ints(n, "dilations").unwrap_or_else(|| vec![1; nd]);
         let mut pads = attr_ints(n, "pads").unwrap_or_else(|| vec![0; 2 * nd]);
         let groups = attr_int(n, "group").unwrap_or(1);
-        if stride.len() != nd || dil.len() != nd || pads.len() != 2 * nd || pads.iter().any(|&p| p < 0) {
+        let bad = stride.iter().chain(&dil).any(|&v| v < 1) || pads.iter().any(|&p| p < 0);
+        if stride.len() != nd || dil.len() != nd || pads.len() != 2 * nd || bad {
             return Err("strides, dilations or pads do not match the kernel's rank".into());
         }
         let mut s = s;
@@ -395,7 +404,8 @@ impl Importer<'_> {
         let pads = attr_ints(n, "pads").unwrap_or_else(|| vec![0; 4]);
         let opad = attr_ints(n, "output_padding").unwrap_or_else(|| vec![0, 0]);
         let groups = attr_int(n, "group").unwrap_or(1);
-        if stride.len() != 2 || dil.len() != 2 || pads.len() != 4 || opad.len() != 2 {
+        let bad = stride.iter().chain(&dil).any(|&v| v < 1) || pads.iter().chain(&opad).any(|&p| p < 0);
+        if stride.len() != 2 || dil.len() != 2 || pads.len() != 4 || opad.len() != 2 || bad {
             return Err("strides, dilations, pads or output_padding are not 2-D".into());
         }
         if pads[..2] != pads[2..] {

@@ -230,7 +230,8 @@ impl Importer<'_> {
         if attr_ints(n, "dilations").is_some_and(|d| d.iter().any(|&d| d != 1)) {
             return Err("dilated pooling is not supported".into());
         }
-        if stride.len() != 2 || pads.len() != 4 || pads[..2] != pads[2..] {
+        let bad = stride.iter().chain(&k).any(|&v| v < 1) || pads.iter().any(|&p| p < 0);
+        if stride.len() != 2 || pads.len() != 4 || pads[..2] != pads[2..] || bad {
             return Err(format!(
                 "strides {stride:?} or pads {pads:?} are not symmetric 2-D ones"
             ));

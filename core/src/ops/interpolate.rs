@@ -134,7 +134,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                         what: "size or a positive scale_factor is required",
                         value: k as i64,
                     })?;
-                *d = (s.dim(2 + k) as f64 * f).floor() as usize;
+                *d = (s.dim(2 + k) as f64 * f) as usize; // f > 0: truncation is floor
             }
         }
         let mode = match a.string("mode")?.unwrap_or("nearest") {

@@ -14,6 +14,7 @@ cargo clippy -p torchlet --features small-kernels --all-targets -q -- -D warning
 
 echo "--- docs (broken intra-doc links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc -p torchlet --no-deps -q
+RUSTDOCFLAGS="-D warnings" cargo doc -p torchlet-onnx --no-deps -q
 
 echo "--- no_std builds (no alloc): Cortex-M0, Cortex-M4F, wasm32"
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf wasm32-unknown-unknown; do
@@ -21,6 +22,8 @@ for target in thumbv6m-none-eabi thumbv7em-none-eabihf wasm32-unknown-unknown; d
     cargo build -p torchlet --release --target "$target" --features defmt -q
     echo "built torchlet for $target"
 done
+# The ONNX importer (std) is compiled into the browser package.
+cargo build -p torchlet-onnx --release --target wasm32-unknown-unknown -q
 
 echo "--- host tests (release)"
 cargo test --workspace --release -q 2>&1 | tee /tmp/torchlet-core-tests.log

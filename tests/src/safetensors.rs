@@ -2,19 +2,15 @@
 //! `safetensors.torch.save_file(model.state_dict(), ...)` writes) and mapping their
 //! tensor names onto torchlet's parameters, which are matched by creation order.
 //!
-//! - Layout: an 8-byte little-endian header length, a JSON header
-//!   `{"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...,
-//!   "__metadata__": {...}}`, then the tensors' bytes (little-endian, row-major).
+//! - Reading and writing is the `safetensors` crate's (the library the Python package
+//!   wraps, so files are byte for byte what `save_file` writes).
 //! - Only `F32` tensors are read (what torchlet computes in); any other dtype is a
 //!   clear error naming the tensor.
-//! - The writer produces what the Python library produces for the same tensors:
-//!   tensors sorted by name, contiguous, header padded with spaces to 8 bytes.
 //! - [`import`] checks every name and shape before writing any parameter, so a
 //!   missing or misshapen tensor leaves the model untouched.
 
-use serde::Deserialize;
-use serde_json::{Map, Value};
-use std::collections::BTreeMap;
+use safetensors::{Dtype, SafeTensors};
+use std::collections::{BTreeMap, HashMap};
 use torchlet::io::{Weights, DIGITS_FCN_NAMES};
 use torchlet::{Graph, Scalar};
 
@@ -27,123 +23,58 @@ pub struct StTensor {
     pub data: Vec<f32>,
 }
 
-/// The header entry of one tensor (field order as the Python library writes it).
-#[derive(Deserialize)]
-struct Entry {
-    dtype: String,
-    shape: Vec<usize>,
-    data_offsets: [usize; 2],
-}
-
-/// Parses a safetensors file into its `F32` tensors, by name.
+/// Parses a safetensors file (with the `safetensors` crate, which checks the header,
+/// the offsets and that the tensors tile the buffer) into its `F32` tensors, by name.
 pub fn parse(bytes: &[u8]) -> Result<BTreeMap<String, StTensor>, String> {
-    let n = bytes
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        .ok_or("safetensors: shorter than its 8-byte header length")?;
-    let body_start = usize::try_from(n)
-        .ok()
-        .and_then(|n| n.checked_add(8))
-        .filter(|&end| end <= bytes.len())
-        .ok_or_else(|| {
-            format!(
-                "safetensors: header length {n} runs past the file ({} bytes)",
-                bytes.len()
-            )
-        })?;
-    let header: Map<String, Value> = serde_json::from_slice(&bytes[8..body_start])
-        .map_err(|e| format!("safetensors: header is not JSON: {e}"))?;
-    let buffer = &bytes[body_start..];
+    let st = SafeTensors::deserialize(bytes).map_err(|e| format!("safetensors: {e}"))?;
     let mut out = BTreeMap::new();
-    let mut spans = Vec::new();
-    for (name, v) in header {
-        if name == "__metadata__" {
-            continue;
-        }
-        let e: Entry = serde_json::from_value(v)
-            .map_err(|e| format!("safetensors: tensor `{name}`: bad header entry: {e}"))?;
-        if e.dtype != "F32" {
+    for (name, view) in st.iter() {
+        if view.dtype() != Dtype::F32 {
             return Err(format!(
-                "safetensors: tensor `{name}` has dtype {}, only F32 is supported",
-                e.dtype
+                "safetensors: tensor `{name}` has dtype {:?}, only F32 is supported",
+                view.dtype()
             ));
         }
-        let [begin, end] = e.data_offsets;
-        let numel = e
-            .shape
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| format!("safetensors: tensor `{name}`: shape {:?} overflows", e.shape))?;
-        if begin > end || end > buffer.len() || numel.checked_mul(4) != Some(end - begin) {
-            return Err(format!(
-                "safetensors: tensor `{name}`: offsets [{begin}, {end}] do not hold shape {:?} as F32 \
-                 in a {}-byte buffer",
-                e.shape,
-                buffer.len()
-            ));
-        }
-        spans.push((begin, end, name.clone()));
-        let data = buffer[begin..end]
+        let data = view
+            .data()
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        out.insert(name, StTensor { shape: e.shape, data });
-    }
-    // The format requires the tensors to tile the buffer: no overlap, no hole.
-    spans.sort();
-    let mut at = 0;
-    for (begin, end, name) in &spans {
-        if *begin != at {
-            return Err(format!(
-                "safetensors: tensor `{name}` starts at {begin}, expected {at} (overlap or hole)"
-            ));
-        }
-        at = *end;
-    }
-    if at != buffer.len() {
-        return Err(format!(
-            "safetensors: {} bytes of the buffer belong to no tensor",
-            buffer.len() - at
-        ));
+        out.insert(
+            name.to_string(),
+            StTensor {
+                shape: view.shape().to_vec(),
+                data,
+            },
+        );
     }
     Ok(out)
 }
 
-/// Writes tensors as a safetensors file (`metadata` goes to `__metadata__` if not empty).
-pub fn write(tensors: &BTreeMap<String, StTensor>, metadata: &BTreeMap<String, String>) -> Vec<u8> {
-    // Written by hand: serde_json's map would sort the fields of an entry, and the
-    // Python library writes them as dtype, shape, data_offsets.
-    let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let mut parts = Vec::new();
-    if !metadata.is_empty() {
-        let m = serde_json::to_string(metadata).unwrap_or_default();
-        parts.push(format!("\"__metadata__\":{m}"));
+/// Writes tensors as a safetensors file with the `safetensors` crate (what
+/// `safetensors.torch.save_file` writes, byte for byte; `metadata` goes to
+/// `__metadata__` if not empty). A tensor whose data does not fill its shape is an error.
+pub fn write(
+    tensors: &BTreeMap<String, StTensor>,
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>, String> {
+    let bytes: Vec<Vec<u8>> = tensors
+        .values()
+        .map(|t| t.data.iter().flat_map(|v| v.to_le_bytes()).collect())
+        .collect();
+    let mut views = Vec::with_capacity(tensors.len());
+    for ((name, t), b) in tensors.iter().zip(&bytes) {
+        let v = safetensors::tensor::TensorView::new(Dtype::F32, t.shape.clone(), b)
+            .map_err(|e| format!("safetensors: tensor `{name}`: {e}"))?;
+        views.push((name.as_str(), v));
     }
-    let mut at = 0;
-    for (name, t) in tensors {
-        let len = t.data.len() * 4;
-        let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
-        parts.push(format!(
-            "{}:{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{at},{}]}}",
-            quote(name),
-            shape.join(","),
-            at + len
-        ));
-        at += len;
-    }
-    let mut json = format!("{{{}}}", parts.join(",")).into_bytes();
-    while json.len() % 8 != 0 {
-        json.push(b' ');
-    }
-    let mut out = Vec::with_capacity(8 + json.len() + at);
-    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
-    out.extend_from_slice(&json);
-    for t in tensors.values() {
-        for v in &t.data {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-    out
+    let meta = (!metadata.is_empty()).then(|| {
+        metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<HashMap<_, _>>()
+    });
+    safetensors::serialize(views, meta).map_err(|e| format!("safetensors: {e}"))
 }
 
 /// Copies the tensors named `names[i]` into parameter `i` of the model (creation
@@ -282,5 +213,5 @@ pub fn to_safetensors(bytes: &[u8], names: Option<&[&str]>) -> Result<Vec<u8>, S
             return Err(format!("two records are named `{name}`"));
         }
     }
-    Ok(write(&tensors, &BTreeMap::new()))
+    write(&tensors, &BTreeMap::new())
 }

@@ -82,14 +82,15 @@ fn torchlet_trained_weights_give_the_same_logits_in_pytorch() {
     let again = safetensors::write(
         &safetensors::export(&g, &DIGITS_FCN_NAMES).unwrap(),
         &BTreeMap::new(),
-    );
+    )
+    .unwrap();
     assert!(again == fixture("w1_torchlet.safetensors"));
 }
 
 #[test]
 fn writer_matches_the_python_library_byte_for_byte() {
     let file = fixture("w1_torch.safetensors");
-    let back = safetensors::write(&safetensors::parse(&file).unwrap(), &BTreeMap::new());
+    let back = safetensors::write(&safetensors::parse(&file).unwrap(), &BTreeMap::new()).unwrap();
     assert!(
         back == file,
         "re-written file differs from safetensors.torch.save_file's"
@@ -151,7 +152,7 @@ fn misshapen_tensor_is_named_with_both_shapes() {
         e.contains("`fc.weight`") && e.contains("[32, 10]") && e.contains("[10, 32]"),
         "{e}"
     );
-    let e = safetensors::to_device(&safetensors::write(&t, &BTreeMap::new()), None).unwrap_err();
+    let e = safetensors::to_device(&safetensors::write(&t, &BTreeMap::new()).unwrap(), None).unwrap_err();
     assert!(e.contains("`fc.weight`"), "{e}");
 }
 

@@ -116,10 +116,27 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(())
     }
 
-    /// interpolate called by name: `size` `[h, w]`, `mode` (`nearest` or `bilinear`;
+    /// interpolate called by name: `size` `[h, w]` (or `scale_factor` `[sh, sw]`), `mode` (`nearest` or `bilinear`;
     /// anything but a string is the default), `align_corners`.
     fn interpolate_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
-        let size = pair(a, OP, "size", 0)?;
+        let x = need(OP, t, 0)?;
+        let mut size = pair(a, OP, "size", 0)?;
+        let s = g.shape(x)?;
+        if a.ints("size", &mut [0; 2])?.is_none() && s.rank() == 4 {
+            // `scale_factor` `[sh, sw]` (a model with free H, W): the size is
+            // floor(input * scale), the scale then exact for integer factors.
+            for (k, d) in size.iter_mut().enumerate() {
+                let f = a.float_at("scale_factor", k)?.or(a.float_at("scale_factor", 0)?);
+                let f = f
+                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .ok_or(Error::InvalidParam {
+                        op: OP,
+                        what: "size or a positive scale_factor is required",
+                        value: k as i64,
+                    })?;
+                *d = (s.dim(2 + k) as f64 * f) as usize; // f > 0: truncation is floor
+            }
+        }
         let mode = match a.string("mode")?.unwrap_or("nearest") {
             "nearest" => InterpMode::Nearest,
             "bilinear" => InterpMode::Bilinear {
@@ -131,7 +148,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 })
             }
         };
-        g.interpolate(need(OP, t, 0)?, size, mode)
+        g.interpolate(x, size, mode)
     }
 
     /// interpolate by name.

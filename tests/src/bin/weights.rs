@@ -132,7 +132,7 @@ fn export_w1(st_path: &str, tlw_path: Option<&str>, epochs: usize) -> Res<()> {
         println!("epoch {epoch}: held-out accuracy {:.2}%", acc * 100.0);
     }
     let tensors = safetensors::export(&g, &DIGITS_FCN_NAMES)?;
-    write(st_path, &safetensors::write(&tensors, &BTreeMap::new()))?;
+    write(st_path, &safetensors::write(&tensors, &BTreeMap::new())?)?;
     if let Some(p) = tlw_path {
         let mut out = vec![0u8; io::saved_len_named(&g, &DIGITS_FCN_NAMES).map_err(e)?];
         io::save_named(&g, &DIGITS_FCN_NAMES, &mut out).map_err(e)?;

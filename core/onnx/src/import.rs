@@ -1,0 +1,249 @@
+//! The walk over an ONNX graph: initializers and inputs become values, each node is
+//! either folded ([`crate::fold`]), mapped to torchlet ops ([`crate::ops`]) or refused.
+
+use crate::fold::fold;
+use crate::tensor::{decode, Dim, Value};
+use crate::{Error, Options};
+use onnx_protobuf::{tensor_shape_proto::dimension, type_proto, ModelProto, NodeProto};
+use std::collections::HashMap;
+use torchlet::model::spec::{
+    AttrValue, DimSpec, GraphSpec, InputSpec, NodeSpec, TensorKind, TensorSpec, ValueRef,
+};
+
+/// The import of one model.
+pub(crate) struct Importer<'o> {
+    pub(crate) spec: GraphSpec,
+    pub(crate) values: HashMap<String, Value>,
+    /// Tensor index by ONNX initializer name (or recovered name for folded constants).
+    tensor_ids: HashMap<String, usize>,
+    /// How many nodes (and graph outputs) read each value.
+    pub(crate) uses: HashMap<String, usize>,
+    pub(crate) options: &'o Options,
+    pub(crate) opset: i64,
+    /// Index of the node being imported, for names.
+    pub(crate) index: usize,
+}
+
+impl<'o> Importer<'o> {
+    pub(crate) fn run<'a>(
+        proto: &ModelProto,
+        lookup: &dyn Fn(&str) -> Option<&'a [u8]>,
+        options: &'o Options,
+    ) -> Result<GraphSpec, Error> {
+        let g = proto
+            .graph
+            .as_ref()
+            .ok_or(Error::Model("the model has no graph".into()))?;
+        let opset = proto
+            .opset_import
+            .iter()
+            .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+            .map_or(0, |o| o.version);
+        let mut im = Importer {
+            spec: GraphSpec::default(),
+            values: HashMap::new(),
+            tensor_ids: HashMap::new(),
+            uses: HashMap::new(),
+            options,
+            opset,
+            index: 0,
+        };
+        for t in &g.initializer {
+            let v = decode(t, lookup).map_err(Error::Model)?;
+            im.values.insert(t.name.clone(), v);
+        }
+        for input in &g.input {
+            if im.values.contains_key(&input.name) {
+                continue; // old exporters list initializers as inputs too
+            }
+            let Some(type_proto::Value::TensorType(tt)) = input.type_.as_ref().and_then(|t| t.value.as_ref())
+            else {
+                return Err(Error::Model(format!(
+                    "graph input {:?} is not a tensor",
+                    input.name
+                )));
+            };
+            if tt.elem_type != 1 {
+                return Err(Error::Model(format!(
+                    "graph input {:?} has element type {}, not float",
+                    input.name, tt.elem_type
+                )));
+            }
+            let dims = tt.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or_default();
+            let (mut spec_dims, mut shape) = (Vec::new(), Vec::new());
+            for (k, d) in dims.iter().enumerate() {
+                match &d.value {
+                    Some(dimension::Value::DimValue(v)) if *v > 0 => {
+                        spec_dims.push(DimSpec::Fixed(*v as usize));
+                        shape.push(Dim::Known(*v));
+                    }
+                    other => {
+                        spec_dims.push(DimSpec::Free { min: 1 });
+                        shape.push(Dim::Sym(match other {
+                            Some(dimension::Value::DimParam(p)) if !p.is_empty() => p.clone(),
+                            _ => format!("{}:{k}", input.name),
+                        }));
+                    }
+                }
+            }
+            let r = ValueRef::Input(im.spec.inputs.len());
+            im.spec.inputs.push(InputSpec {
+                name: input.name.clone(),
+                dims: spec_dims,
+            });
+            im.values.insert(input.name.clone(), Value::Run { r, shape });
+        }
+        for name in g
+            .node
+            .iter()
+            .flat_map(|n| n.input.iter())
+            .chain(g.output.iter().map(|o| &o.name))
+        {
+            *im.uses.entry(name.clone()).or_default() += 1;
+        }
+        for (i, n) in g.node.iter().enumerate() {
+            im.index = i;
+            im.node(n).map_err(|why| Error::Node {
+                index: i,
+                op_type: n.op_type.clone(),
+                name: n.name.clone(),
+                why,
+            })?;
+        }
+        for o in &g.output {
+            match im.values.get(&o.name) {
+                Some(Value::Run { r, .. }) => im.spec.outputs.push(*r),
+                Some(_) => return Err(Error::Model(format!("graph output {:?} is a constant", o.name))),
+                None => {
+                    return Err(Error::Model(format!(
+                        "graph output {:?} is computed by no node",
+                        o.name
+                    )))
+                }
+            }
+        }
+        crate::infer::set_min_sizes(&mut im.spec).map_err(Error::Model)?;
+        Ok(im.spec)
+    }
+
+    fn node(&mut self, n: &NodeProto) -> Result<(), String> {
+        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+            return Err(format!("op domain {:?} is not supported", n.domain));
+        }
+        let mut inputs = Vec::with_capacity(n.input.len());
+        for name in &n.input {
+            if name.is_empty() {
+                inputs.push(None);
+            } else {
+                let v = self
+                    .values
+                    .get(name)
+                    .ok_or(format!("input {name:?} is not computed before this node"))?;
+                inputs.push(Some(v.clone()));
+            }
+        }
+        let refs: Vec<Option<&Value>> = inputs.iter().map(Option::as_ref).collect();
+        let first = n.output.first().ok_or("a node without outputs")?;
+        let out = match fold(n, &refs) {
+            // The TorchScript exporter shares equal initializers (a fresh BatchNorm's
+            // ones and zeros) through Identity nodes named like the parameter.
+            Some(Ok(Value::Float { dims, data, .. })) if n.op_type == "Identity" => Value::Float {
+                dims,
+                data,
+                init: Some(first.clone()),
+            },
+            Some(r) => r?,
+            None => self.map(n, &inputs)?,
+        };
+        self.values.insert(first.clone(), out);
+        Ok(())
+    }
+
+    /// Adds (once) the tensor for constant `v`, read by `node` as its `role`.
+    pub(crate) fn tensor(
+        &mut self,
+        v: &Value,
+        node: &NodeProto,
+        role: &str,
+        kind: TensorKind,
+    ) -> Result<ValueRef, String> {
+        let Value::Float { dims, data, init } = v else {
+            return Err(format!("its {role} must be a real constant"));
+        };
+        let key = init.clone().unwrap_or_else(|| format!("{}#{role}", node.name));
+        if let Some(&k) = self.tensor_ids.get(&key) {
+            return Ok(ValueRef::Tensor(k));
+        }
+        let mut name = torch_name(init.as_deref(), &node.name, role, self.index);
+        while self.spec.tensors.iter().any(|t| t.name == name) {
+            name.push('_');
+        }
+        Ok(self.push_tensor(key, name, kind, dims.clone(), data.clone()))
+    }
+
+    pub(crate) fn push_tensor(
+        &mut self,
+        key: String,
+        name: String,
+        kind: TensorKind,
+        dims: Vec<usize>,
+        data: Vec<f32>,
+    ) -> ValueRef {
+        let k = self.spec.tensors.len();
+        self.spec.tensors.push(TensorSpec {
+            name,
+            kind,
+            dims,
+            data,
+        });
+        self.tensor_ids.insert(key, k);
+        ValueRef::Tensor(k)
+    }
+
+    /// Appends a node; its output has `shape`.
+    pub(crate) fn emit(
+        &mut self,
+        op: &str,
+        n: &NodeProto,
+        inputs: Vec<Option<ValueRef>>,
+        attrs: Vec<(&str, AttrValue)>,
+        shape: Vec<Dim>,
+    ) -> Value {
+        let k = self.spec.nodes.len();
+        let name = if n.name.is_empty() {
+            format!("{}_{}", n.op_type, self.index)
+        } else {
+            n.name.clone()
+        };
+        self.spec.nodes.push(NodeSpec {
+            op: op.into(),
+            name,
+            inputs,
+            attrs: attrs.into_iter().map(|(a, v)| (a.to_string(), v)).collect(),
+        });
+        Value::Run {
+            r: ValueRef::Node(k),
+            shape,
+        }
+    }
+}
+
+/// The PyTorch `state_dict` name of a parameter: the initializer's own name when it
+/// looks like one (both exporters keep `features.0.weight`), else the module path the
+/// TorchScript exporter puts in node names (`/features/features.0/Conv` -> `features.0`)
+/// with the role (`weight`), else `node{index}.{role}`.
+fn torch_name(init: Option<&str>, node: &str, role: &str, index: usize) -> String {
+    if let Some(n) = init {
+        let plain = n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if plain && !n.is_empty() && !n.starts_with("val_") && !n.starts_with("onnx_") {
+            return n.to_string();
+        }
+    }
+    let parts: Vec<&str> = node.split('/').filter(|s| !s.is_empty()).collect();
+    match parts.len() {
+        2.. => format!("{}.{role}", parts[parts.len() - 2]),
+        _ => format!("node{index}.{role}"),
+    }
+}

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""The ONNX zoo for torchlet-onnx's importer tests: tiny PyTorch models exported with both
+exporters of `torch.onnx.export`, plus reference outputs and one SGD step.
+
+    python3 tests/golden/make_onnx_zoo.py
+
+Needs torch, onnx, onnxruntime and safetensors (CI does not: the files it writes are committed).
+Writes into tests/golden/onnx/:
+  - NAME.ts.onnx      TorchScript exporter (dynamo=False, opset 13, 17 or 18 as listed in ZOO,
+                      no constant folding), dynamic_axes on batch and the free spatial dims;
+  - NAME.dyn.onnx     the dynamo exporter (dynamo=True, dynamic_shapes), with its initializers
+                      as external data in NAME.dyn.onnx.data (external_data=True; the
+                      optimizer off for the model with BatchNorm, which it would fold);
+  - NAME.ref.safetensors  the parameters and buffers (state_dict names), the inputs `x.K`
+                      at several sizes (some never exported), PyTorch's outputs `y.K` (eval
+                      mode) and onnxruntime's `ort.K` for the TorchScript file, and, after one
+                      SGD step (lr 0.1, cross-entropy or mean-square loss as listed, model in
+                      training mode on `x.0`, targets `t`), the updated state_dict as `sgd.NAME`;
+  - refused_lstm.onnx  a tiny model with an LSTM node (the importer must refuse it by name).
+Seeds are fixed; outputs of reruns can differ in the last bits across torch versions.
+"""
+import os
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+warnings.filterwarnings("ignore")
+torch.set_num_threads(1)
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "onnx")
+
+
+def w1():
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(1),
+        nn.Linear(32, 10),
+    )
+
+
+class LeNet5(nn.Module):
+    """LeNet-5 on 1x28x28 (fixed size: the head's flatten needs 16*4*4)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 4 * 4, 16)
+        self.fc2 = nn.Linear(16, 16)
+        self.fc3 = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(torch.tanh(self.conv1(x)), 2)
+        x = F.max_pool2d(torch.sigmoid(self.conv2(x)), 2)
+        x = x.reshape(x.shape[0], -1)
+        x = F.relu(self.fc1(x))
+        x = F.leaky_relu(self.fc2(x), 0.1)
+        return self.fc3(x)
+
+
+class InvRes(nn.Module):
+    """MobileNetV2's inverted residual: expand 1x1, depthwise 3x3, project 1x1, add."""
+
+    def __init__(self, c, e):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(c, c * e, 1, bias=False), nn.BatchNorm2d(c * e), nn.ReLU6(),
+            nn.Conv2d(c * e, c * e, 3, padding=1, groups=c * e, bias=False), nn.BatchNorm2d(c * e),
+            nn.ReLU6(),
+            nn.Conv2d(c * e, c, 1, bias=False), nn.BatchNorm2d(c),
+        )
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+class MobileNetish(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, stride=2, padding=1, bias=False),
+                                  nn.BatchNorm2d(8), nn.ReLU6())
+        self.block = InvRes(8, 2)
+        self.head = nn.Sequential(nn.Conv2d(8, 16, 1), nn.Hardswish())
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.head(self.block(self.stem(x)))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+class UNetish(nn.Module):
+    """Encoder, bottleneck, transposed-conv decoder with a skip concat; per-pixel classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU())
+        self.down = nn.MaxPool2d(2)
+        self.mid = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU())
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.dec = nn.Sequential(nn.Conv2d(8, 4, 3, padding=1), nn.Sigmoid())
+        self.out = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        e = self.enc(x)
+        m = self.mid(self.down(e))
+        u = self.up(m)
+        return self.out(self.dec(torch.cat([u, e], 1)))
+
+
+class Seq1d(nn.Module):
+    """A conv1d sequence classifier: [N, 2, L] -> [N, 5]."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(2, 6, 5, padding=2)
+        self.c2 = nn.Conv1d(6, 8, 3, stride=2, dilation=2, groups=2)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.relu(self.c1(x))
+        x = torch.tanh(self.c2(x))
+        x = x.mean(dim=2)
+        return F.log_softmax(self.fc(x), dim=1)
+
+
+class PadResize(nn.Module):
+    """Asymmetric pad, a strided conv, a bilinear and a nearest upsample, softmax over C."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 4, 3, stride=2)
+        self.c2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.c3 = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        x = F.pad(x, (1, 0, 1, 0))
+        x = F.hardsigmoid(self.c1(x))
+        x = F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
+        x = F.relu(self.c2(x))
+        x = F.interpolate(x, scale_factor=2.0, mode="nearest")
+        return F.softmax(self.c3(x), dim=1)
+
+
+# name: (constructor, C, export size (H, W) or (L,), sizes to test, loss kind, TorchScript opset)
+ZOO = {
+    "w1": (w1, 1, (28, 28), [(28, 28), (20, 24), (13, 9)], "ce", 13),
+    "lenet5": (LeNet5, 1, (28, 28), [(28, 28)], "ce", 17),
+    "mobilenetish": (MobileNetish, 1, (16, 16), [(16, 16), (12, 20), (7, 9)], "ce", 17),
+    "unetish": (UNetish, 1, (16, 16), [(16, 16), (8, 12), (20, 6)], "mse", 18),
+    "seq1d": (Seq1d, 2, (32,), [(32,), (24,), (17,)], "ce", 13),
+    "padresize": (PadResize, 1, (8, 8), [(8, 8), (9, 6), (5, 7)], "mse", 17),
+}
+
+
+def spatial_names(rank):
+    return ["h", "w"] if rank == 2 else ["l"]
+
+
+def export_ts(model, x, path, opset, fixed):
+    names = [] if fixed else spatial_names(x.dim() - 2)
+    axes = {0: "batch"}
+    for k, n in enumerate(names):
+        axes[2 + k] = n
+    # No constant folding: it would fold BatchNorm into the convolutions.
+    torch.onnx.export(model, (x,), path, dynamo=False, opset_version=opset,
+                      do_constant_folding=False,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": axes, "output": {0: "batch"}})
+
+
+def export_dyn(model, x, path, fixed, optimize):
+    from torch.export import Dim
+    shapes = {0: Dim("batch", min=1, max=64)}
+    if not fixed:
+        for k, n in enumerate(spatial_names(x.dim() - 2)):
+            shapes[2 + k] = Dim(n, min=x.shape[2 + k] // 2, max=256)
+    prog = torch.onnx.export(model, (x,), dynamo=True, dynamic_shapes=({**shapes},),
+                             input_names=["input"], output_names=["output"], optimize=optimize)
+    prog.save(path, external_data=True)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, (ctor, c, size, sizes, loss, opset) in ZOO.items():
+        torch.manual_seed(0)
+        model = ctor()
+        if any(isinstance(m, nn.BatchNorm2d) for m in model.modules()):
+            # Non-trivial running statistics, so eval mode differs from training mode.
+            model.train()
+            with torch.no_grad():
+                for _ in range(3):
+                    model(torch.randn(4, c, *size))
+        model.eval()
+        x = torch.randn(2, c, *size)
+        fixed = name == "lenet5"
+        ts = os.path.join(OUT, f"{name}.ts.onnx")
+        dyn = os.path.join(OUT, f"{name}.dyn.onnx")
+        export_ts(model, x, ts, opset, fixed)
+        # The optimizer folds BatchNorm into the convolutions: off where there is some.
+        export_dyn(model, x, dyn, fixed, optimize=name != "mobilenetish")
+        onnx.checker.check_model(ts)
+        sess = ort.InferenceSession(ts, providers=["CPUExecutionProvider"])
+        sess_dyn = ort.InferenceSession(dyn, providers=["CPUExecutionProvider"])
+        ref = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+        g = torch.Generator().manual_seed(1)
+        for k, s in enumerate(sizes):
+            xs = torch.randn(2 if k != 1 else 3, c, *s, generator=g)
+            with torch.no_grad():
+                y = model(xs)
+            o = sess.run(None, {"input": xs.numpy()})[0]
+            od = sess_dyn.run(None, {sess_dyn.get_inputs()[0].name: xs.numpy()})[0]
+            assert np.allclose(o, y.numpy(), rtol=1e-4, atol=1e-5), name
+            assert np.allclose(od, y.numpy(), rtol=1e-4, atol=1e-5), name
+            ref[f"x.{k}"] = xs
+            ref[f"y.{k}"] = y
+            ref[f"ort.{k}"] = torch.from_numpy(o)
+        # One SGD step in training mode on x.0.
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x0 = ref["x.0"]
+        out = model(x0)
+        if loss == "ce":
+            t = torch.arange(x0.shape[0]) % out.shape[1]
+            F.cross_entropy(out, t).backward()
+            ref["t"] = t
+        else:
+            t = torch.randn(out.shape, generator=g)
+            F.mse_loss(out, t).backward()
+            ref["t"] = t
+        opt.step()
+        for k, v in model.state_dict().items():
+            ref[f"sgd.{k}"] = v.detach().clone().contiguous()
+        save_file({k: v.contiguous() for k, v in ref.items()},
+                  os.path.join(OUT, f"{name}.ref.safetensors"))
+        print(name, "ok", os.path.getsize(ts), os.path.getsize(dyn))
+    refused()
+
+
+def refused():
+    class Rnn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(3, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    torch.manual_seed(0)
+    torch.onnx.export(Rnn().eval(), (torch.randn(1, 5, 3),), os.path.join(OUT, "refused_lstm.onnx"),
+                      dynamo=False, opset_version=13, input_names=["input"])
+
+
+if __name__ == "__main__":
+    main()

@@ -49,6 +49,7 @@
 
 pub mod activation;
 pub mod adaptive_max;
+pub mod batch_norm;
 pub mod conv;
 pub mod elementwise;
 pub mod hard;
@@ -103,6 +104,7 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::MSE_LOSS_SPEC,
         Graph::PAD_SPEC,
         Graph::INTERPOLATE_SPEC,
+        Graph::BATCH_NORM_SPEC,
     ];
 }
 

@@ -52,6 +52,7 @@ pub mod adaptive_max;
 pub mod batch_norm;
 pub mod conv;
 pub mod elementwise;
+pub mod group_norm;
 pub mod hard;
 pub mod interpolate;
 pub mod layout;
@@ -105,6 +106,7 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::PAD_SPEC,
         Graph::INTERPOLATE_SPEC,
         Graph::BATCH_NORM_SPEC,
+        Graph::GROUP_NORM_SPEC,
     ];
 }
 

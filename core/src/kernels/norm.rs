@@ -246,15 +246,23 @@ pub fn kept(seed: u32, j: usize, drop_below: u64) -> bool {
     u64::from(mix(seed, j as u32)) >= drop_below
 }
 
-/// `y = x * scale` where kept, 0 elsewhere; backward calls it on the gradients with
-/// `+=` (`acc`).
+/// The seed of the next dropout call after one seeded `state` (a Weyl step, mixed).
+pub fn next_seed(state: u32) -> u32 {
+    mix(state.wrapping_add(0x6d2b_79f5), 0x1234_5678)
+}
+
+/// `y = x * scale` where kept, 0 elsewhere (`acc`: `y +=` instead, for backward).
 pub fn dropout<S: Scalar>(seed: u32, drop_below: u64, scale: S, x: &[S], y: &mut [S], acc: bool) {
     for (j, (yv, &xv)) in y.iter_mut().zip(x).enumerate() {
-        let v = if kept(seed, j, drop_below) {
-            xv * scale
-        } else {
-            S::ZERO
-        };
+        // x * 0, not 0, at a dropped element: a NaN stays NaN, as in PyTorch.
+        let v = xv * if kept(seed, j, drop_below) { scale } else { S::ZERO };
         *yv = if acc { *yv + v } else { v };
+    }
+}
+
+/// `g = g * scale` where kept, 0 elsewhere, in place.
+pub fn dropout_in_place<S: Scalar>(seed: u32, drop_below: u64, scale: S, g: &mut [S]) {
+    for (j, v) in g.iter_mut().enumerate() {
+        *v = *v * if kept(seed, j, drop_below) { scale } else { S::ZERO };
     }
 }

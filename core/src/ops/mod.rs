@@ -51,6 +51,7 @@ pub mod activation;
 pub mod adaptive_max;
 pub mod batch_norm;
 pub mod conv;
+pub mod dropout;
 pub mod elementwise;
 pub mod group_norm;
 pub mod hard;
@@ -65,6 +66,7 @@ pub mod qconv;
 pub mod reduce;
 pub mod registry;
 pub mod reshape;
+pub mod scalar_affine;
 pub mod softmax;
 
 use crate::arena::Span;
@@ -107,6 +109,10 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::INTERPOLATE_SPEC,
         Graph::BATCH_NORM_SPEC,
         Graph::GROUP_NORM_SPEC,
+        Graph::DROPOUT_SPEC,
+        Graph::AFFINE_SCALAR_SPEC,
+        Graph::MUL_SCALAR_SPEC,
+        Graph::ADD_SCALAR_SPEC,
     ];
 }
 

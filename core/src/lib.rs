@@ -106,6 +106,7 @@ pub use arena::Arena;
 pub use error::{Error, Phase, Result};
 pub use fixed::Q16;
 pub use graph::{Graph, NoGrad, Tensor, TraceEvent, TraceFn};
+pub use ops::batch_norm::BatchNormParams;
 pub use ops::conv::Conv2dParams;
 pub use ops::interpolate::InterpMode;
 pub use ops::nll::{LossParams, Reduction};

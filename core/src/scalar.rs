@@ -101,6 +101,16 @@ pub trait Scalar:
     fn from_count(n: usize) -> Self {
         Self::from_f32(n as f32)
     }
+    /// The mean of `n` accumulated terms, `acc / n` (0 when `n` is 0), divided before
+    /// rounding back to a scalar: a normalisation's mean of thousands of values does
+    /// not saturate fixed point on the way, as `from_acc(acc) / n` would.
+    #[inline]
+    fn acc_mean(acc: Self::Acc, n: usize) -> Self {
+        match n {
+            0 => Self::ZERO,
+            _ => Self::from_acc(acc).div(Self::from_count(n)),
+        }
+    }
     /// Source pixels and blend weights of resize output `o` (the rule of
     /// `kernels/resize.rs`): `(i0, i1, w0, w1)`, the output reads `w0 * x[i0] + w1 * x[i1]`.
     #[inline]

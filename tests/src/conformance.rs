@@ -65,7 +65,14 @@ pub struct Outcome {
     /// Gradient of every floating-point input.
     #[serde(default)]
     pub grads: BTreeMap<String, JsonTensor>,
+    /// Buffers an op updates in place (batch_norm's `running_mean` and `running_var`,
+    /// which get no gradient), after the call.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub buffers: BTreeMap<String, JsonTensor>,
 }
+
+/// Inputs that are buffers: created without a gradient, reported after the call.
+const BUFFERS: &[&str] = &["running_mean", "running_var"];
 
 /// An error result.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -169,18 +176,25 @@ pub fn run_f32(case: &Case) -> Result<Outcome, Error> {
 /// [`DoorScalar::from_real`] and results reported as reals.
 pub fn run_scalar<S: DoorScalar>(case: &Case) -> Result<Outcome, Error> {
     let mut meta: Graph<S, TAPE> = Graph::meta(MAX_CASE_BYTES);
-    let (out, leaves) = record(&mut meta, case)?;
+    let (out, leaves, _) = record(&mut meta, case)?;
     if !leaves.is_empty() {
         meta.backward_with(out, &[])?;
     }
     let words = meta.arena().high_water_bytes() / core::mem::size_of::<S>();
     let mut arena = vec![S::ZERO; words];
     let mut g: Graph<S, TAPE> = Graph::new(&mut arena);
-    let (out, leaves) = record(&mut g, case)?;
-    let output = JsonTensor {
-        shape: g.shape(out)?.dims().to_vec(),
-        data: g.data(out)?.iter().map(|&v| v.to_real()).collect(),
+    let (out, leaves, bufs) = record(&mut g, case)?;
+    let json = |g: &Graph<S, TAPE>, t: Tensor| -> Result<JsonTensor, Error> {
+        Ok(JsonTensor {
+            shape: g.shape(t)?.dims().to_vec(),
+            data: g.data(t)?.iter().map(|&v| v.to_real()).collect(),
+        })
     };
+    let output = json(&g, out)?;
+    let mut buffers = BTreeMap::new();
+    for (name, t) in bufs {
+        buffers.insert(name.to_string(), json(&g, t)?);
+    }
     let mut grads = BTreeMap::new();
     if !leaves.is_empty() {
         match &case.grad_output {
@@ -202,7 +216,11 @@ pub fn run_scalar<S: DoorScalar>(case: &Case) -> Result<Outcome, Error> {
             );
         }
     }
-    Ok(Outcome { output, grads })
+    Ok(Outcome {
+        output,
+        grads,
+        buffers,
+    })
 }
 
 fn check_shape(t: &JsonTensor, want: &[usize]) -> Result<(), Error> {
@@ -223,22 +241,29 @@ type Leaves = Vec<(&'static str, Tensor)>;
 
 /// Creates the inputs and calls the op on `g`, by name through the engine's registry
 /// ([`OpSpec`]): the spec names the tensor inputs (they get gradients), the case's
-/// `params` (and integer inputs such as class targets) are its [`Attrs`].
+/// `params` (and integer inputs such as class targets) are its [`Attrs`]. Returns the
+/// output, the inputs with gradients and the buffers ([`BUFFERS`], no gradient).
 fn record<S: DoorScalar, const N: usize>(
     g: &mut Graph<'_, S, N>,
     case: &Case,
-) -> Result<(Tensor, Leaves), Error> {
+) -> Result<(Tensor, Leaves, Leaves), Error> {
     let spec = OpSpec::<S, N>::find(&case.op);
     let names = spec.map_or(&["input"][..], |s| s.inputs);
-    let mut leaves: Leaves = Vec::new();
+    let (mut leaves, mut bufs): (Leaves, Leaves) = (Vec::new(), Vec::new());
     let mut inputs = Vec::with_capacity(names.len());
     for &name in names {
         let tensor = match case.inputs.get(name) {
             None => None,
             Some(j) => {
                 let data: Vec<S> = j.data.iter().map(|&v| S::from_real(v)).collect();
-                let t = g.input_with_grad(&j.shape, &data)?;
-                leaves.push((name, t));
+                let t = match BUFFERS.contains(&name) {
+                    true => g.input(&j.shape, &data)?,
+                    false => g.input_with_grad(&j.shape, &data)?,
+                };
+                match BUFFERS.contains(&name) {
+                    true => bufs.push((name, t)),
+                    false => leaves.push((name, t)),
+                }
                 Some(t)
             }
         };
@@ -246,7 +271,7 @@ fn record<S: DoorScalar, const N: usize>(
     }
     let spec = spec.ok_or(Error::Unsupported { op: "unknown op" })?;
     let out = (spec.call)(g, &inputs, &JsonAttrs(case))?;
-    Ok((out, leaves))
+    Ok((out, leaves, bufs))
 }
 
 /// A case's `params` (PyTorch names) as the registry reads them; lists that are not

@@ -79,8 +79,9 @@ pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> 
         },
         |g: &mut Graph<'static, f32, TAPE>, model: &Sequential<MAX_LAYERS>, h: usize, w: usize| {
             let x = g.input(&[batch, channels, h, w], &[])?;
+            // The planner's inference pass is a prediction: eval mode, the forward alone.
+            g.set_training(g.grad_enabled());
             if !g.grad_enabled() {
-                // The planner's inference pass: a prediction is the forward alone.
                 return Ok(model.forward(g, x)?);
             }
             let logits = model.forward_with(g, x, |g, l, y| {
@@ -210,6 +211,7 @@ impl Engine {
         let dims = [batch, self.spec.in_channels(), h, w];
         let (layers, sgd, targets) = (&self.layers, &mut self.sgd, &self.labels);
         let r = self.g.with(|g| {
+            g.set_training(true);
             let r = (|| {
                 g.zero_grad();
                 let x = g.input(&dims, x)?;
@@ -240,6 +242,7 @@ impl Engine {
         let layers = &self.layers;
         self.g.with(|g| {
             g.set_grad_enabled(false);
+            g.set_training(false); // model.eval(): BatchNorm's running statistics, no dropout
             let r = (|| {
                 let x = g.input(&dims, x)?;
                 let logits = layers.forward(g, x)?;

@@ -8,10 +8,15 @@
 //!   {"type": "global_avg_pool2d"}, {"type": "flatten"},
 //!   {"type": "linear", "out_features": 10} ]
 //! ```
+//!
+//! Normalisation and dropout: `{"type": "batch_norm2d"}` (`eps`, `momentum`, `affine`,
+//! `track_running_stats`, optional `num_features`), `{"type": "group_norm",
+//! "num_groups": 2}` (`eps`, `affine`, optional `num_channels`), `{"type": "dropout",
+//! "p": 0.2}`.
 
 use serde::Deserialize;
 use torchlet::init::Rng;
-use torchlet::nn::{digits_fcn, Conv2d, Layer, Linear};
+use torchlet::nn::{digits_fcn, BatchNorm2d, BatchNormOptions, Conv2d, Dropout, GroupNorm, Layer, Linear};
 use torchlet::{Conv2dParams, Error, Graph, Pool2dParams};
 
 /// Most layers a JS-described network may have (keeps the tape within `owned::TAPE`).
@@ -70,6 +75,43 @@ pub enum LayerSpec {
         /// Output features.
         out_features: usize,
     },
+    /// `nn.BatchNorm2d(num_features, eps, momentum, affine, track_running_stats)`:
+    /// batch statistics in `trainStep`, running ones in `predict`.
+    BatchNorm2d {
+        /// Channels (default: inferred; if given, must be the input's).
+        num_features: Option<usize>,
+        /// Added to the variance (default 1e-5).
+        #[serde(default = "eps")]
+        eps: f32,
+        /// Running-statistics update weight (default 0.1).
+        #[serde(default = "momentum")]
+        momentum: f32,
+        /// Learnable weight and bias (default true).
+        #[serde(default = "yes")]
+        affine: bool,
+        /// Keep running statistics (default true).
+        #[serde(default = "yes")]
+        track_running_stats: bool,
+    },
+    /// `nn.GroupNorm(num_groups, num_channels, eps, affine)`.
+    GroupNorm {
+        /// Groups (must divide the channels).
+        num_groups: usize,
+        /// Channels (default: inferred; if given, must be the input's).
+        num_channels: Option<usize>,
+        /// Added to the variance (default 1e-5).
+        #[serde(default = "eps")]
+        eps: f32,
+        /// Learnable weight and bias (default true).
+        #[serde(default = "yes")]
+        affine: bool,
+    },
+    /// `nn.Dropout(p)`: active in `trainStep`, the identity in `predict`.
+    Dropout {
+        /// Probability of zeroing an element (default 0.5).
+        #[serde(default = "half")]
+        p: f32,
+    },
 }
 
 fn one() -> usize {
@@ -77,6 +119,28 @@ fn one() -> usize {
 }
 fn leaky() -> f32 {
     0.01
+}
+fn eps() -> f32 {
+    1e-5
+}
+fn momentum() -> f32 {
+    0.1
+}
+fn yes() -> bool {
+    true
+}
+fn half() -> f32 {
+    0.5
+}
+
+/// A layer's optional channel count, checked against the channels it gets.
+fn channels(i: usize, name: &str, given: Option<usize>, ch: usize) -> Result<usize, SpecError> {
+    match given {
+        Some(c) if c != ch => Err(SpecError::Invalid(format!(
+            "layer {i} ({name}): {c} channels given, its input has {ch}"
+        ))),
+        _ => Ok(ch),
+    }
 }
 
 /// What network to build.
@@ -207,6 +271,32 @@ fn build_layers<const N: usize>(
                 ch = out_features;
                 Layer::Linear(l)
             }
+            LayerSpec::BatchNorm2d {
+                num_features,
+                eps,
+                momentum,
+                affine,
+                track_running_stats,
+            } => {
+                let c = channels(i, "batch_norm2d", num_features, ch)?;
+                let o = BatchNormOptions {
+                    eps,
+                    momentum,
+                    affine,
+                    track_running_stats,
+                };
+                Layer::BatchNorm2d(BatchNorm2d::with_options(g, c, o)?)
+            }
+            LayerSpec::GroupNorm {
+                num_groups,
+                num_channels,
+                eps,
+                affine,
+            } => {
+                let c = channels(i, "group_norm", num_channels, ch)?;
+                Layer::GroupNorm(GroupNorm::with_options(g, num_groups, c, eps, affine)?)
+            }
+            LayerSpec::Dropout { p } => Layer::Dropout(Dropout::new(p)?),
         };
         out.push(layer);
     }

@@ -229,3 +229,78 @@ fn weights_round_trip_and_corrupt_blobs_are_refused() {
     assert!(!e.is_empty());
     assert_eq!(b.predict(&img, 1, 14, 9).unwrap(), pa);
 }
+
+#[wasm_bindgen_test]
+fn batch_norm_group_norm_and_dropout_layers_train_and_predict_in_eval_mode() {
+    let spec = r#"[
+        {"type":"conv2d","out_channels":4,"kernel_size":3,"padding":1},
+        {"type":"batch_norm2d"},
+        {"type":"relu"},
+        {"type":"conv2d","out_channels":8,"kernel_size":3,"padding":1},
+        {"type":"group_norm","num_groups":2},
+        {"type":"relu"},
+        {"type":"dropout","p":0.2},
+        {"type":"global_avg_pool2d"},
+        {"type":"flatten"},
+        {"type":"linear","out_features":2}
+    ]"#;
+    let mut m = Model::from_layers(spec, 1, 7, 0.1, 0.9, 0.0).unwrap();
+    let plan = m.plan(2, 10, 6).unwrap();
+    let names: Vec<String> = plan.layers().iter().map(|l| l.name()).collect();
+    assert_eq!(names[1], "batch_norm");
+    assert_eq!(names[4], "group_norm");
+    assert_eq!(names[6], "dropout");
+    let sizes = [(10usize, 6usize), (7, 13), (16, 16)];
+    for step in 0..300 {
+        let (h, w) = sizes[step % sizes.len()];
+        let mut x = bar(h, w, false, step);
+        x.extend(bar(h, w, true, step + 1));
+        m.train_step(&x, 2, h as u32, w as u32, &[0, 1]).unwrap();
+    }
+    // Eval mode: the running statistics (batch 1 works), no dropout (deterministic).
+    let img = bar(11, 9, true, 4);
+    let p = m.predict(&img, 1, 11, 9).unwrap();
+    assert_eq!(m.predict(&img, 1, 11, 9).unwrap(), p);
+    let (h, w) = (11usize, 9usize);
+    let (mut x, mut labels) = (Vec::new(), Vec::new());
+    for pos in 0..6 {
+        x.extend(bar(h, w, pos % 2 == 1, pos + 2));
+        labels.push((pos % 2) as u32);
+    }
+    let acc = m.evaluate(&x, 6, h as u32, w as u32, &labels).unwrap();
+    assert_eq!(
+        acc,
+        1.0,
+        "bars not learned: accuracy {acc}, last loss {}",
+        m.loss()
+    );
+    // An arena of exactly the planned size trains at that size and reaches exactly it.
+    let plan = m.plan(2, 10, 6).unwrap();
+    let mut exact = Model::from_layers(spec, 1, 7, 0.1, 0.9, plan.train_bytes()).unwrap();
+    let mut x = bar(10, 6, false, 1);
+    x.extend(bar(10, 6, true, 2));
+    exact.train_step(&x, 2, 10, 6, &[0, 1]).unwrap();
+    assert_eq!(exact.high_water_bytes(), plan.train_bytes());
+    // Training batch norm with one value per channel is refused; the model stays usable.
+    let one = r#"[{"type":"batch_norm2d"},{"type":"global_avg_pool2d"},{"type":"flatten"},
+        {"type":"linear","out_features":2}]"#;
+    let mut b = Model::from_layers(one, 1, 0, 0.1, 0.0, 0.0).unwrap();
+    let e = message(b.train_step(&[0.5], 1, 1, 1, &[0]).unwrap_err());
+    assert!(
+        e.starts_with("batch_norm: training needs more than one value"),
+        "{e}"
+    );
+    b.train_step(&[0.5, 1.0], 2, 1, 1, &[0, 1]).unwrap();
+    b.predict(&[0.5], 1, 1, 1).unwrap();
+    for (bad, want) in [
+        (
+            r#"[{"type":"batch_norm2d","num_features":3}]"#,
+            "3 channels given",
+        ),
+        (r#"[{"type":"group_norm","num_groups":2}]"#, "num_groups"),
+        (r#"[{"type":"dropout","p":1.5}]"#, "p must be a probability"),
+    ] {
+        let e = message(Model::from_layers(bad, 1, 0, 0.1, 0.0, 0.0).err().unwrap());
+        assert!(e.contains(want), "{e}");
+    }
+}

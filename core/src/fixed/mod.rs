@@ -397,6 +397,13 @@ impl Scalar for Q16 {
     fn from_acc(acc: i64) -> Q16 {
         Q16(sat_i32(round_shift(acc, 16)))
     }
+    fn acc_mean(acc: i64, n: usize) -> Q16 {
+        // The division in the accumulator's 2^-32 units, then one rounding.
+        match i64::try_from(n) {
+            Ok(n) if n > 0 => Self::from_acc(acc / n),
+            _ => Q16(0),
+        }
+    }
     fn from_f32(v: f32) -> Q16 {
         Q16::from_f32(v)
     }

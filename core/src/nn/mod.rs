@@ -11,6 +11,9 @@ use crate::scalar::Scalar;
 use crate::shape::Shape;
 use core::fmt;
 
+mod norm;
+pub use norm::{BatchNorm2d, BatchNormOptions, Dropout, GroupNorm};
+
 /// A 2-D convolution layer with PyTorch's initialisation.
 #[derive(Clone, Copy, Debug)]
 pub struct Conv2d {
@@ -127,6 +130,12 @@ pub enum Layer {
     AdaptiveAvgPool2d([usize; 2]),
     /// Flatten from the given dimension.
     Flatten(usize),
+    /// See [`BatchNorm2d`].
+    BatchNorm2d(BatchNorm2d),
+    /// See [`GroupNorm`].
+    GroupNorm(GroupNorm),
+    /// See [`Dropout`].
+    Dropout(Dropout),
 }
 
 impl Layer {
@@ -148,6 +157,9 @@ impl Layer {
             Layer::AvgPool2d(_) => "avg_pool2d",
             Layer::AdaptiveAvgPool2d(_) => "adaptive_avg_pool2d",
             Layer::Flatten(_) => "flatten",
+            Layer::BatchNorm2d(_) => "batch_norm",
+            Layer::GroupNorm(_) => "group_norm",
+            Layer::Dropout(_) => "dropout",
         }
     }
 
@@ -168,6 +180,9 @@ impl Layer {
             Layer::AvgPool2d(p) => g.avg_pool2d(x, *p),
             Layer::AdaptiveAvgPool2d(s) => g.adaptive_avg_pool2d(x, *s),
             Layer::Flatten(d) => g.flatten(x, *d),
+            Layer::BatchNorm2d(l) => l.forward(g, x),
+            Layer::GroupNorm(l) => l.forward(g, x),
+            Layer::Dropout(l) => l.forward(g, x),
         }
     }
 }
@@ -240,7 +255,8 @@ impl<const L: usize> Sequential<L> {
                 Layer::Relu if owned && g.can_overwrite_tensor(x) => g.relu_(x).map_err(at)?,
                 _ => {
                     let y = layer.forward(g, x).map_err(at)?;
-                    if owned {
+                    // (Dropout in eval mode returns its input itself.)
+                    if owned && y != x {
                         g.free(x).map_err(at)?;
                     }
                     y

@@ -49,8 +49,11 @@
 
 pub mod activation;
 pub mod adaptive_max;
+pub mod batch_norm;
 pub mod conv;
+pub mod dropout;
 pub mod elementwise;
+pub mod group_norm;
 pub mod hard;
 pub mod interpolate;
 pub mod layout;
@@ -63,6 +66,7 @@ pub mod qconv;
 pub mod reduce;
 pub mod registry;
 pub mod reshape;
+pub mod scalar_affine;
 pub mod softmax;
 
 use crate::arena::Span;
@@ -103,6 +107,12 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::MSE_LOSS_SPEC,
         Graph::PAD_SPEC,
         Graph::INTERPOLATE_SPEC,
+        Graph::BATCH_NORM_SPEC,
+        Graph::GROUP_NORM_SPEC,
+        Graph::DROPOUT_SPEC,
+        Graph::AFFINE_SCALAR_SPEC,
+        Graph::MUL_SCALAR_SPEC,
+        Graph::ADD_SCALAR_SPEC,
     ];
 }
 

@@ -1,0 +1,268 @@
+//! Batch and group normalisation on a row-major tensor seen as `[n, c, inner]`
+//! (channels at dim 1, everything after it flattened), and dropout's regenerable mask.
+//!
+//! - A *set* is the values one mean and variance are taken over: a channel across the
+//!   batch (batch norm: `n` runs of `inner` values) or a group of channels of one
+//!   sample (group norm: one run of `c / groups * inner` values).
+//! - Statistics are two passes (mean, then squared deviations), each sum divided in
+//!   the accumulator ([`Scalar::acc_mean`]), so fixed point does not saturate on a
+//!   large set. `saved` holds `[mean; sets]` then `[inverse std; sets]`.
+//! - Optional affine parameters come as empty slices when absent (weight 1, bias 0).
+
+use crate::scalar::Scalar;
+
+/// `[n, c, inner]`: batch, channels, values per channel and sample.
+#[derive(Clone, Copy, Debug)]
+pub struct NormGeom {
+    /// Batch.
+    pub n: usize,
+    /// Channels.
+    pub c: usize,
+    /// Values per channel and sample (the product of the dims after dim 1).
+    pub inner: usize,
+}
+
+impl NormGeom {
+    /// Values in one channel across the batch (batch norm's set).
+    pub fn per_channel(&self) -> usize {
+        self.n * self.inner
+    }
+}
+
+/// The runs of batch-norm channel `ch`: one slice of `inner` values per sample.
+fn channel_runs<S: Scalar>(g: NormGeom, x: &[S], ch: usize) -> impl Iterator<Item = &[S]> + Clone {
+    (0..g.n).map(move |b| &x[(b * g.c + ch) * g.inner..][..g.inner])
+}
+
+/// Mean of the values of `runs` (`count` in all) and the sum of their squared
+/// deviations from it.
+fn mean_dev<'a, S: Scalar>(runs: impl Iterator<Item = &'a [S]> + Clone, count: usize) -> (S, S::Acc) {
+    let mut acc = S::acc_zero();
+    for r in runs.clone() {
+        for &v in r {
+            acc = S::acc_add(acc, v);
+        }
+    }
+    let mean = S::acc_mean(acc, count);
+    let mut acc = S::acc_zero();
+    for r in runs {
+        for &v in r {
+            let d = v - mean;
+            acc = S::mac(acc, d, d);
+        }
+    }
+    (mean, acc)
+}
+
+/// `1 / sqrt(var + eps)`.
+pub fn inv_std<S: Scalar>(var: S, eps: S) -> S {
+    S::ONE.div((var + eps).sqrt())
+}
+
+/// Batch norm's batch statistics: `stats[ch]` = mean, `stats[c + ch]` = biased
+/// variance; when `running_var` is not empty (and the channel holds at least two
+/// values), `running_var = (1 - m) * running_var + m * unbiased variance`.
+pub fn channel_stats<S: Scalar>(g: NormGeom, x: &[S], stats: &mut [S], running_var: &mut [S], momentum: S) {
+    let count = g.per_channel();
+    for ch in 0..g.c {
+        let (m, dev) = mean_dev(channel_runs(g, x, ch), count);
+        stats[ch] = m;
+        stats[g.c + ch] = S::acc_mean(dev, count);
+        if let (Some(r), true) = (running_var.get_mut(ch), count > 1) {
+            *r = (S::ONE - momentum) * *r + momentum * S::acc_mean(dev, count - 1);
+        }
+    }
+}
+
+/// Group norm's statistics, one set per sample and group: `saved[s]` = mean,
+/// `saved[sets + s]` = inverse std.
+pub fn group_stats<S: Scalar>(g: NormGeom, groups: usize, x: &[S], eps: S, saved: &mut [S]) {
+    let len = g.c / groups * g.inner;
+    let sets = g.n * groups;
+    for s in 0..sets {
+        let (m, dev) = mean_dev(core::iter::once(&x[s * len..][..len]), len);
+        saved[s] = m;
+        saved[sets + s] = inv_std(S::acc_mean(dev, len), eps);
+    }
+}
+
+/// `running = (1 - m) * running + m * value` per channel (PyTorch's momentum update).
+pub fn momentum_update<S: Scalar>(running: &mut [S], value: &[S], momentum: S) {
+    for (r, &v) in running.iter_mut().zip(value) {
+        *r = (S::ONE - momentum) * *r + momentum * v;
+    }
+}
+
+/// Affine parameter `k` (1 or 0 when absent).
+#[inline(always)]
+fn param<S: Scalar>(p: &[S], k: usize, absent: S) -> S {
+    p.get(k).copied().unwrap_or(absent)
+}
+
+/// `y = (x - mean) * inv_std * w + b`, where the statistics of element
+/// `(b, ch, i)` are set `set(b, ch)` of `saved`.
+pub fn normalize<S: Scalar>(
+    g: NormGeom,
+    x: &[S],
+    saved: &[S],
+    sets: usize,
+    set: impl Fn(usize, usize) -> usize,
+    w: &[S],
+    bias: &[S],
+    y: &mut [S],
+) {
+    for b in 0..g.n {
+        for ch in 0..g.c {
+            let s = set(b, ch);
+            let (m, a) = (saved[s], saved[sets + s] * param(w, ch, S::ONE));
+            let sh = param(bias, ch, S::ZERO);
+            let at = (b * g.c + ch) * g.inner;
+            for (yv, &xv) in y[at..at + g.inner].iter_mut().zip(&x[at..at + g.inner]) {
+                *yv = (xv - m) * a + sh;
+            }
+        }
+    }
+}
+
+/// `gw[ch] += sum gy * xhat` and `gb[ch] += sum gy` (either may be empty), with the
+/// statistics of `set(b, ch)`.
+#[allow(clippy::too_many_arguments)]
+pub fn affine_grads<S: Scalar>(
+    g: NormGeom,
+    x: &[S],
+    gy: &[S],
+    saved: &[S],
+    sets: usize,
+    set: impl Fn(usize, usize) -> usize,
+    gw: &mut [S],
+    gb: &mut [S],
+) {
+    for ch in 0..g.c {
+        let (mut sw, mut sb) = (S::acc_zero(), S::acc_zero());
+        for b in 0..g.n {
+            let s = set(b, ch);
+            let (m, r) = (saved[s], saved[sets + s]);
+            let at = (b * g.c + ch) * g.inner;
+            for (&xv, &gv) in x[at..at + g.inner].iter().zip(&gy[at..at + g.inner]) {
+                sw = S::mac(sw, gv, (xv - m) * r);
+                sb = S::acc_add(sb, gv);
+            }
+        }
+        if let Some(v) = gw.get_mut(ch) {
+            *v += S::from_acc(sw);
+        }
+        if let Some(v) = gb.get_mut(ch) {
+            *v += S::from_acc(sb);
+        }
+    }
+}
+
+/// Batch norm's input gradient. With batch statistics (`batch`):
+/// `gx += w * r * (gy - mean(gy) - xhat * mean(gy * xhat))` over the channel;
+/// with fixed (running) statistics: `gx += gy * w * r`.
+pub fn batch_norm_backward_input<S: Scalar>(
+    g: NormGeom,
+    x: &[S],
+    gy: &[S],
+    saved: &[S],
+    w: &[S],
+    batch: bool,
+    gx: &mut [S],
+) {
+    for ch in 0..g.c {
+        let (m, r) = (saved[ch], saved[g.c + ch]);
+        let a = r * param(w, ch, S::ONE);
+        let (mut m1, mut m2) = (S::ZERO, S::ZERO);
+        if batch {
+            let (mut s1, mut s2) = (S::acc_zero(), S::acc_zero());
+            for (xr, gr) in channel_runs(g, x, ch).zip(channel_runs(g, gy, ch)) {
+                for (&xv, &gv) in xr.iter().zip(gr) {
+                    s1 = S::acc_add(s1, gv);
+                    s2 = S::mac(s2, gv, (xv - m) * r);
+                }
+            }
+            m1 = S::acc_mean(s1, g.per_channel());
+            m2 = S::acc_mean(s2, g.per_channel());
+        }
+        for b in 0..g.n {
+            let at = (b * g.c + ch) * g.inner;
+            let rows = x[at..at + g.inner].iter().zip(&gy[at..at + g.inner]);
+            for (gxv, (&xv, &gv)) in gx[at..at + g.inner].iter_mut().zip(rows) {
+                *gxv += a * (gv - m1 - (xv - m) * r * m2);
+            }
+        }
+    }
+}
+
+/// Group norm's input gradient, per sample and group, with `gyw = gy * w`:
+/// `gx += r * (gyw - mean(gyw) - xhat * mean(gyw * xhat))`.
+pub fn group_norm_backward_input<S: Scalar>(
+    g: NormGeom,
+    groups: usize,
+    x: &[S],
+    gy: &[S],
+    saved: &[S],
+    w: &[S],
+    gx: &mut [S],
+) {
+    let cpg = g.c / groups;
+    let len = cpg * g.inner;
+    let sets = g.n * groups;
+    for s in 0..sets {
+        let (m, r) = (saved[s], saved[sets + s]);
+        let ch0 = s % groups * cpg;
+        let at = s * len;
+        let (mut s1, mut s2) = (S::acc_zero(), S::acc_zero());
+        for k in 0..len {
+            let gw = gy[at + k] * param(w, ch0 + k / g.inner, S::ONE);
+            s1 = S::acc_add(s1, gw);
+            s2 = S::mac(s2, gw, (x[at + k] - m) * r);
+        }
+        let (m1, m2) = (S::acc_mean(s1, len), S::acc_mean(s2, len));
+        for k in 0..len {
+            let gw = gy[at + k] * param(w, ch0 + k / g.inner, S::ONE);
+            gx[at + k] += r * (gw - m1 - (x[at + k] - m) * r * m2);
+        }
+    }
+}
+
+/// A 32-bit mixing function (the finaliser of MurmurHash3): dropout's mask bit of
+/// element `j` under a call's `seed` is a pure function of both, so backward
+/// regenerates the mask instead of keeping it.
+#[inline(always)]
+fn mix(seed: u32, j: u32) -> u32 {
+    let mut h = seed ^ j.wrapping_mul(0x9e37_79b9);
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// Whether dropout keeps element `j`: drawn with probability `1 - p`, where `drop_below`
+/// is `p * 2^32` (elements whose hash is below it are zeroed).
+#[inline(always)]
+pub fn kept(seed: u32, j: usize, drop_below: u64) -> bool {
+    u64::from(mix(seed, j as u32)) >= drop_below
+}
+
+/// The seed of the next dropout call after one seeded `state` (a Weyl step, mixed).
+pub fn next_seed(state: u32) -> u32 {
+    mix(state.wrapping_add(0x6d2b_79f5), 0x1234_5678)
+}
+
+/// `y = x * scale` where kept, 0 elsewhere (`acc`: `y +=` instead, for backward).
+pub fn dropout<S: Scalar>(seed: u32, drop_below: u64, scale: S, x: &[S], y: &mut [S], acc: bool) {
+    for (j, (yv, &xv)) in y.iter_mut().zip(x).enumerate() {
+        // x * 0, not 0, at a dropped element: a NaN stays NaN, as in PyTorch.
+        let v = xv * if kept(seed, j, drop_below) { scale } else { S::ZERO };
+        *yv = if acc { *yv + v } else { v };
+    }
+}
+
+/// `g = g * scale` where kept, 0 elsewhere, in place.
+pub fn dropout_in_place<S: Scalar>(seed: u32, drop_below: u64, scale: S, g: &mut [S]) {
+    for (j, v) in g.iter_mut().enumerate() {
+        *v = *v * if kept(seed, j, drop_below) { scale } else { S::ZERO };
+    }
+}

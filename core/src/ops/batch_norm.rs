@@ -1,0 +1,285 @@
+//! batch_norm: `torch.nn.functional.batch_norm` on any input of rank >= 2 with the
+//! channels at dim 1.
+//!
+//! - Training (`training: true`): each channel is normalised by its batch mean and
+//!   biased variance, and the running statistics, when given, are updated in place
+//!   with PyTorch's momentum rule and the *unbiased* variance. One value per channel
+//!   is refused, as in PyTorch.
+//! - Eval: the running statistics normalise and are not touched. With gradients on,
+//!   the affine parameters still train ("frozen statistics", for fine-tuning at batch 1).
+//! - The record's inputs are `[input, weight, bias]`; running statistics get no
+//!   gradient and backward never reads them: the record saves each channel's mean and
+//!   inverse standard deviation (`2 * C` values), so backward reads the input, the
+//!   weight and those.
+
+use super::registry::{flag, need, opt, real, Attrs, OpSpec};
+use crate::arena::Span;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
+use crate::kernels::norm::{self as k, NormGeom};
+use crate::scalar::Scalar;
+use crate::shape::Shape;
+
+const OP: &str = "batch_norm";
+
+/// batch_norm's records: backward reads the input and the weight, and its saved
+/// statistics; `params[0]` is 1 when batch statistics normalised.
+static BATCH_NORM: OpKind = OpKind {
+    name: OP,
+    reads_inputs: 0b011,
+    reads_output: false,
+};
+
+/// `F.batch_norm`'s keyword parameters (PyTorch's defaults: eval, 0.1, 1e-5).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormParams {
+    /// Batch statistics (and running-statistics update) rather than running ones.
+    pub training: bool,
+    /// Weight of the new batch value in the running statistics' update.
+    pub momentum: f32,
+    /// Added to the variance before its square root.
+    pub eps: f32,
+}
+
+impl Default for BatchNormParams {
+    fn default() -> Self {
+        BatchNormParams {
+            training: false,
+            momentum: 0.1,
+            eps: 1e-5,
+        }
+    }
+}
+
+/// `[n, c, inner]` of a normalisation's input (rank 2 to 4, channels at dim 1).
+pub(crate) fn norm_geom(op: &'static str, s: Shape) -> Result<NormGeom> {
+    if s.rank() < 2 {
+        return Err(Error::ShapeMismatch {
+            op,
+            what: "input has {found} dimensions, expected at least {expected} (batch, channels, ...)",
+            expected: 2,
+            found: s.rank(),
+        });
+    }
+    Ok(NormGeom {
+        n: s.dim(0),
+        c: s.dim(1),
+        inner: s.dims()[2..].iter().product(),
+    })
+}
+
+/// Checks that a per-channel tensor (weight, bias, running statistic) has `c` values.
+pub(crate) fn per_channel(op: &'static str, what: &'static str, s: Shape, c: usize) -> Result<()> {
+    if s.rank() == 1 && s.dim(0) == c {
+        return Ok(());
+    }
+    Err(Error::ShapeMismatch {
+        op,
+        what,
+        expected: c,
+        found: s.numel(),
+    })
+}
+
+/// A real parameter that must be finite and at least 0 (eps, momentum, p).
+pub(crate) fn non_negative_real(op: &'static str, what: &'static str, v: f32) -> Result<()> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidParam {
+            op,
+            what,
+            value: v as i64,
+        })
+    }
+}
+
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// `F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum,
+    /// eps)`: see the module docs. The running statistics are usually buffers
+    /// ([`Graph::buffer`]); any writable tensor of `C` values works.
+    pub fn batch_norm(
+        &mut self,
+        x: Tensor,
+        weight: Option<Tensor>,
+        bias: Option<Tensor>,
+        running_mean: Option<Tensor>,
+        running_var: Option<Tensor>,
+        p: BatchNormParams,
+    ) -> Result<Tensor> {
+        let xi = self.id(x)?;
+        let [wi, bi, mi, vi] = [weight, bias, running_mean, running_var].map(|t| t.map(|t| self.id(t)));
+        let (wi, bi, mi, vi) = (wi.transpose()?, bi.transpose()?, mi.transpose()?, vi.transpose()?);
+        let xs = self.nodes[xi].shape();
+        let g = norm_geom(OP, xs)?;
+        for (i, what) in [
+            (wi, "weight has {found} values, the input has {expected} channels"),
+            (bi, "bias has {found} values, the input has {expected} channels"),
+            (
+                mi,
+                "running_mean has {found} values, the input has {expected} channels",
+            ),
+            (
+                vi,
+                "running_var has {found} values, the input has {expected} channels",
+            ),
+        ] {
+            if let Some(i) = i {
+                per_channel(OP, what, self.nodes[i].shape(), g.c)?;
+            }
+        }
+        non_negative_real(OP, "eps must be finite and at least 0", p.eps)?;
+        if !p.momentum.is_finite() {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "momentum must be finite",
+                value: 0,
+            });
+        }
+        let running = match (mi, vi) {
+            (Some(m), Some(v)) => Some((self.nodes[m].data, self.nodes[v].data)),
+            (None, None) => None,
+            _ => {
+                return Err(Error::InvalidParam {
+                    op: OP,
+                    what: "running_mean and running_var go together; given only one, number",
+                    value: mi.map_or(1, |_| 0),
+                })
+            }
+        };
+        if p.training && g.per_channel() < 2 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "training needs more than one value per channel: expected at least {expected}, found {found}",
+                expected: 2,
+                found: g.per_channel(),
+            });
+        }
+        if !p.training && running.is_none() {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "eval mode needs running_mean and running_var; given tensors",
+                value: 0,
+            });
+        }
+        if let (true, Some((m, v))) = (p.training, running) {
+            if self.arena.is_external(m) || self.arena.is_external(v) {
+                return Err(Error::InvalidParam {
+                    op: OP,
+                    what: "training updates the running statistics, which are read-only (external); buffer",
+                    value: mi.unwrap_or(0) as i64,
+                });
+            }
+        }
+        let saved_len = g.c.checked_mul(2).ok_or(Error::Overflow { op: OP })?;
+        let rg = self.needs_grad(&[Some(xi), wi, bi]);
+        let mut params = NO_PARAMS;
+        params[0] = p.training as u16;
+        let op = match rg {
+            true => Op::new(&BATCH_NORM, [Some(xi), wi, bi], params),
+            false => Op::LEAF,
+        };
+        let out = self.push(xs, op, Some(Self::batch_norm_rule), rg, saved_len)?;
+        let node = self.nodes[out.id as usize];
+        let (saved, xd) = (node.saved, self.nodes[xi].data);
+        let eps = S::from_f32(p.eps);
+        let c = g.c;
+        match (p.training, running) {
+            (true, run) => {
+                let mom = S::from_f32(p.momentum);
+                match (self.arena.is_meta(), run) {
+                    (true, _) => {}
+                    (false, Some((_, rv))) => {
+                        let ([xv], st, rv) = self.arena.views2([xd], saved, rv)?;
+                        k::channel_stats(g, xv, st, rv, mom);
+                    }
+                    (false, None) => {
+                        let ([xv], st) = self.arena.views([xd], saved)?;
+                        k::channel_stats(g, xv, st, &mut [], mom);
+                    }
+                }
+                if let Some((m, _)) = run {
+                    self.exec([saved], m, |[s], m| k::momentum_update(m, &s[..c], mom))?;
+                }
+                self.exec([], saved, |[], s| {
+                    s[c..].iter_mut().for_each(|v| *v = k::inv_std(*v, eps))
+                })?;
+            }
+            (false, run) => {
+                let (m, v) = run.unwrap_or_default();
+                self.exec([m, v], saved, |[m, v], s| {
+                    s[..c].copy_from_slice(m);
+                    for (r, &v) in s[c..].iter_mut().zip(v) {
+                        *r = k::inv_std(v, eps);
+                    }
+                })?;
+            }
+        }
+        let span = |i: Option<usize>| i.map_or(Span::EMPTY, |i| self.nodes[i].data);
+        let (w, b) = (span(wi), span(bi));
+        self.exec([xd, saved, w, b], node.data, |[x, s, w, b], y| {
+            k::normalize(g, x, s, c, |_, ch| ch, w, b, y)
+        })?;
+        Ok(out)
+    }
+
+    /// batch_norm's backward rule, recorded by [`Graph::batch_norm`].
+    fn batch_norm_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let op = g.record(i, &BATCH_NORM)?;
+        g.batch_norm_backward(
+            i,
+            op.input(0),
+            op.opt_input(1),
+            op.opt_input(2),
+            op.params[0] == 1,
+        )
+    }
+
+    fn batch_norm_backward(
+        &mut self,
+        i: usize,
+        x: NodeId,
+        w: Option<NodeId>,
+        b: Option<NodeId>,
+        batch: bool,
+    ) -> Result<()> {
+        let gy = self.grads_for(i)?;
+        let (xn, saved) = (self.nodes[x as usize], self.nodes[i].saved);
+        let g = norm_geom(OP, xn.shape())?;
+        let c = g.c;
+        let wd = w.map_or(Span::EMPTY, |w| self.nodes[w as usize].data);
+        if let Some(gx) = self.grad_of(x) {
+            self.exec([xn.data, gy, saved, wd], gx, |[x, gy, s, w], gx| {
+                k::batch_norm_backward_input(g, x, gy, s, w, batch, gx)
+            })?;
+        }
+        if let Some(gw) = w.and_then(|w| self.grad_of(w)) {
+            self.exec([xn.data, gy, saved], gw, |[x, gy, s], gw| {
+                k::affine_grads(g, x, gy, s, c, |_, ch| ch, gw, &mut [])
+            })?;
+        }
+        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
+            self.exec([xn.data, gy, saved], gb, |[x, gy, s], gb| {
+                k::affine_grads(g, x, gy, s, c, |_, ch| ch, &mut [], gb)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn batch_norm_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        let p = BatchNormParams {
+            training: flag(a, "training", false)?,
+            momentum: real(a, "momentum", 0.1)? as f32,
+            eps: real(a, "eps", 1e-5)? as f32,
+        };
+        g.batch_norm(need(OP, t, 0)?, opt(t, 1), opt(t, 2), opt(t, 3), opt(t, 4), p)
+    }
+
+    /// batch_norm by name (`training`, `momentum`, `eps`); gradients for input, weight
+    /// and bias.
+    pub(crate) const BATCH_NORM_SPEC: OpSpec<S, N> = OpSpec {
+        name: OP,
+        inputs: &["input", "weight", "bias", "running_mean", "running_var"],
+        call: Self::batch_norm_call,
+    };
+}

@@ -50,6 +50,8 @@
 pub mod activation;
 pub mod adaptive_max;
 pub mod conv;
+pub mod conv1d;
+pub mod conv_transpose;
 pub mod elementwise;
 pub mod hard;
 pub mod interpolate;
@@ -103,6 +105,8 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::MSE_LOSS_SPEC,
         Graph::PAD_SPEC,
         Graph::INTERPOLATE_SPEC,
+        Graph::CONV1D_SPEC,
+        Graph::CONV_TRANSPOSE2D_SPEC,
     ];
 }
 

@@ -11,10 +11,13 @@ use crate::scalar::Scalar;
 use crate::shape::Shape;
 use core::fmt;
 
+mod conv;
+pub use conv::{Conv1d, ConvTranspose2d};
+
 /// A 2-D convolution layer with PyTorch's initialisation.
 #[derive(Clone, Copy, Debug)]
 pub struct Conv2d {
-    /// `[out, in/groups, k, k]`.
+    /// `[out, in/groups, kh, kw]`.
     pub weight: Tensor,
     /// `[out]`, if the layer has a bias.
     pub bias: Option<Tensor>,
@@ -127,6 +130,10 @@ pub enum Layer {
     AdaptiveAvgPool2d([usize; 2]),
     /// Flatten from the given dimension.
     Flatten(usize),
+    /// See [`Conv1d`].
+    Conv1d(Conv1d),
+    /// See [`ConvTranspose2d`].
+    ConvTranspose2d(ConvTranspose2d),
 }
 
 impl Layer {
@@ -148,6 +155,8 @@ impl Layer {
             Layer::AvgPool2d(_) => "avg_pool2d",
             Layer::AdaptiveAvgPool2d(_) => "adaptive_avg_pool2d",
             Layer::Flatten(_) => "flatten",
+            Layer::Conv1d(_) => "conv1d",
+            Layer::ConvTranspose2d(_) => "conv_transpose2d",
         }
     }
 
@@ -168,6 +177,8 @@ impl Layer {
             Layer::AvgPool2d(p) => g.avg_pool2d(x, *p),
             Layer::AdaptiveAvgPool2d(s) => g.adaptive_avg_pool2d(x, *s),
             Layer::Flatten(d) => g.flatten(x, *d),
+            Layer::Conv1d(c) => c.forward(g, x),
+            Layer::ConvTranspose2d(c) => c.forward(g, x),
         }
     }
 }

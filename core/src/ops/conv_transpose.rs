@@ -25,7 +25,7 @@ pub struct ConvTranspose2dParams {
     pub stride: [usize; 2],
     /// Rows and columns removed from both sides of the full output.
     pub padding: [usize; 2],
-    /// Rows and columns added on one side (below the stride or the dilation).
+    /// Rows and columns added on one side (below the stride).
     pub output_padding: [usize; 2],
     /// Channel groups; input and output channels must both be divisible by it.
     pub groups: usize,
@@ -126,6 +126,13 @@ fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &ConvTranspose2dParams) -> 
                 "output_padding must be smaller than the stride or the dilation",
                 p.output_padding[d],
             ));
+        }
+        if p.output_padding[d] >= p.stride[d] {
+            // PyTorch allows it below the dilation alone; conv2d's kernels, which
+            // need the output size to be the one their geometry implies, do not.
+            return Err(Error::Unsupported {
+                op: "conv_transpose2d: output_padding not below the stride",
+            });
         }
     }
     if let Some(b) = b {

@@ -77,6 +77,7 @@ fn run_graph<S: Scalar>(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 /// conv_transpose2d as scatter loops: every input value times every tap lands at
 /// `(iy * s - p + ky * d, ix * s - p + kx * d)` when that is inside the output.
 fn direct_t(
@@ -145,7 +146,8 @@ fn direct_t(
     r
 }
 
-/// conv1d as gather loops.
+/// conv1d as gather loops (indices as in the formula).
+#[allow(clippy::needless_range_loop)]
 fn direct_1d(
     xs: [usize; 3],
     x: &[f32],

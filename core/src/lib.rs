@@ -108,6 +108,8 @@ pub use fixed::Q16;
 pub use graph::{Graph, NoGrad, Tensor, TraceEvent, TraceFn};
 pub use ops::batch_norm::BatchNormParams;
 pub use ops::conv::Conv2dParams;
+pub use ops::conv1d::Conv1dParams;
+pub use ops::conv_transpose::ConvTranspose2dParams;
 pub use ops::interpolate::InterpMode;
 pub use ops::nll::{LossParams, Reduction};
 pub use ops::pad::{PadMode, PadParams};

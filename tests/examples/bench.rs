@@ -1,6 +1,7 @@
 //! Benchmark harness (prints numbers, asserts nothing): W1 "digits-fcn" training steps
 //! and inference in torchlet, optionally side by side with PyTorch eager, plus per-kernel
-//! figures for W1's three convolutions.
+//! figures for W1's three convolutions and MobileNet-like depthwise 3x3 and pointwise
+//! ones.
 //!
 //! ```text
 //! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels]
@@ -349,6 +350,30 @@ fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
     ]
 }
 
+/// MobileNet-like depthwise 3x3 and pointwise (1x1) convolutions at batch `n`, 14x14.
+fn mobile_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
+    let geom = |c_in, c_out, k, groups| ConvGeom {
+        n,
+        c_in,
+        h: 14,
+        w: 14,
+        c_out,
+        kh: k,
+        kw: k,
+        oh: 14,
+        ow: 14,
+        stride: [1, 1],
+        pad: [k / 2, k / 2],
+        dil: [1, 1],
+        groups,
+    };
+    [
+        ("dw3x3 32ch 14x14", geom(32, 32, 3, 32)),
+        ("dw3x3 16ch 14x14", geom(16, 16, 3, 16)),
+        ("pw1x1 16->32 14x14", geom(16, 32, 1, 1)),
+    ]
+}
+
 /// The attainable peak of the kernels this run uses: the FMA loop below when the
 /// kernels dispatch to AVX2 + FMA at run time, else this build's multiply-add loop.
 fn measured_peak_gflops() -> f64 {
@@ -453,12 +478,12 @@ fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
         "layer", "batch", "kernel", "generic", "%peak", "portable", "%peak", "f32", "%peak", "speedup"
     ));
     for n in [1usize, 32] {
-        for (name, g) in w1_convs(n) {
+        for (name, g) in w1_convs(n).into_iter().chain(mobile_convs(n)) {
             let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
             let x: Vec<f32> = (0..g.n * g.c_in * g.h * g.w)
                 .map(|i| (i % 13) as f32 * 0.1 - 0.6)
                 .collect();
-            let wt: Vec<f32> = (0..g.c_out * g.c_in / g.groups * 9)
+            let wt: Vec<f32> = (0..g.c_out * g.c_in / g.groups * g.kh * g.kw)
                 .map(|i| (i % 7) as f32 * 0.1 - 0.3)
                 .collect();
             let gy: Vec<f32> = (0..g.n * g.c_out * g.oh * g.ow)

@@ -56,7 +56,6 @@ fn build<const N: usize>(
 /// use. The SGD update itself allocates nothing, so the training step's bytes are
 /// those of forward, loss and backward.
 pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> Result<Plan, SpecError> {
-    let channels = spec.in_channels();
     // A spec refused for its structure keeps its own error (the planner's closures
     // return the engine's `Error`).
     let refused = RefCell::new(None);
@@ -78,7 +77,7 @@ pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> 
             Ok(model)
         },
         |g: &mut Graph<'static, f32, TAPE>, model: &Sequential<MAX_LAYERS>, h: usize, w: usize| {
-            let x = g.input(&[batch, channels, h, w], &[])?;
+            let x = g.input(&spec.input_dims(batch, h, w), &[])?;
             // The planner's inference pass is a prediction: eval mode, the forward alone.
             g.set_training(g.grad_enabled());
             if !g.grad_enabled() {
@@ -208,7 +207,7 @@ impl Engine {
     ) -> Result<StepStats, Error> {
         self.labels.clear();
         self.labels.extend(labels.iter().map(|&l| l as usize));
-        let dims = [batch, self.spec.in_channels(), h, w];
+        let dims = self.spec.input_dims(batch, h, w);
         let (layers, sgd, targets) = (&self.layers, &mut self.sgd, &self.labels);
         let r = self.g.with(|g| {
             g.set_training(true);
@@ -238,7 +237,7 @@ impl Engine {
 
     /// Class probabilities (softmax of the logits), `[batch, classes]` row-major.
     pub fn predict(&mut self, x: &[f32], batch: usize, h: usize, w: usize) -> Result<Vec<f32>, Error> {
-        let dims = [batch, self.spec.in_channels(), h, w];
+        let dims = self.spec.input_dims(batch, h, w);
         let layers = &self.layers;
         self.g.with(|g| {
             g.set_grad_enabled(false);

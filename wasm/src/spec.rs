@@ -16,8 +16,10 @@
 
 use serde::Deserialize;
 use torchlet::init::Rng;
-use torchlet::nn::{digits_fcn, BatchNorm2d, BatchNormOptions, Conv2d, Dropout, GroupNorm, Layer, Linear};
-use torchlet::{Conv2dParams, Error, Graph, Pool2dParams};
+use torchlet::nn::{
+    digits_fcn, BatchNorm2d, BatchNormOptions, Conv1d, Conv2d, ConvTranspose2d, Dropout, GroupNorm, Layer, Linear,
+};
+use torchlet::{Conv1dParams, Conv2dParams, ConvTranspose2dParams, Error, Graph, Pool2dParams};
 
 /// Most layers a JS-described network may have (keeps the tape within `owned::TAPE`).
 pub const MAX_LAYERS: usize = 32;
@@ -26,18 +28,51 @@ pub const MAX_LAYERS: usize = 32;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LayerSpec {
-    /// `nn.Conv2d(in, out_channels, kernel_size, stride, padding, bias=True)`.
+    /// `nn.Conv2d(in, out_channels, kernel_size, stride, padding, bias=True)`; each
+    /// of kernel_size, stride, padding an int or a `[rows, columns]` pair.
     Conv2d {
         /// Output channels.
         out_channels: usize,
-        /// Square kernel side.
+        /// Kernel size.
+        kernel_size: IntOrPair,
+        /// Stride (default 1).
+        #[serde(default = "one_pair")]
+        stride: IntOrPair,
+        /// Zero padding on each side (default 0).
+        #[serde(default)]
+        padding: IntOrPair,
+    },
+    /// `nn.Conv1d(in, out_channels, kernel_size, stride, padding, bias=True)`. A network
+    /// whose first layer is conv1d reads each sample as sequences of `height * width`
+    /// values per channel (pass height 1 and the length as width).
+    Conv1d {
+        /// Output channels.
+        out_channels: usize,
+        /// Kernel width.
         kernel_size: usize,
         /// Stride (default 1).
         #[serde(default = "one")]
         stride: usize,
-        /// Zero padding on each side (default 0).
+        /// Zero padding on each end (default 0).
         #[serde(default)]
         padding: usize,
+    },
+    /// `nn.ConvTranspose2d(in, out_channels, kernel_size, stride, padding,
+    /// output_padding, bias=True)`, each size an int or a pair: learned upsampling.
+    ConvTranspose2d {
+        /// Output channels.
+        out_channels: usize,
+        /// Kernel size.
+        kernel_size: IntOrPair,
+        /// Stride (default 1).
+        #[serde(default = "one_pair")]
+        stride: IntOrPair,
+        /// Rows and columns cut from each side (default 0).
+        #[serde(default)]
+        padding: IntOrPair,
+        /// Rows and columns added at the end (default 0).
+        #[serde(default)]
+        output_padding: IntOrPair,
     },
     /// `nn.ReLU`.
     Relu,
@@ -116,6 +151,35 @@ pub enum LayerSpec {
 
 fn one() -> usize {
     1
+}
+fn one_pair() -> IntOrPair {
+    IntOrPair::Int(1)
+}
+
+/// A size given as PyTorch takes it: `3` (both dimensions) or `[3, 1]` (rows, columns).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum IntOrPair {
+    /// The same value for rows and columns.
+    Int(usize),
+    /// `[rows, columns]`.
+    Pair([usize; 2]),
+}
+
+impl Default for IntOrPair {
+    fn default() -> Self {
+        IntOrPair::Int(0)
+    }
+}
+
+impl IntOrPair {
+    /// `[rows, columns]`.
+    pub fn pair(self) -> [usize; 2] {
+        match self {
+            IntOrPair::Int(v) => [v, v],
+            IntOrPair::Pair(p) => p,
+        }
+    }
 }
 fn leaky() -> f32 {
     0.01
@@ -209,6 +273,18 @@ impl NetSpec {
         }
     }
 
+    /// The input's dimensions for `batch` samples of `h x w`: `[batch, C, h, w]`, or
+    /// `[batch, C, h * w]` (the same row-major data) when the first layer is conv1d.
+    pub fn input_dims(&self, batch: usize, h: usize, w: usize) -> Vec<usize> {
+        let c = self.in_channels();
+        match self {
+            NetSpec::Layers { layers, .. } if matches!(layers.first(), Some(LayerSpec::Conv1d { .. })) => {
+                vec![batch, c, h.saturating_mul(w)]
+            }
+            _ => vec![batch, c, h, w],
+        }
+    }
+
     /// Creates the parameters in `g` (initialised from `rng`) and returns the layers.
     pub fn build<const N: usize>(
         &self,
@@ -241,12 +317,49 @@ fn build_layers<const N: usize>(
                 stride,
                 padding,
             } => {
-                let mut p = Conv2dParams::padded(padding);
-                p.stride = [stride, stride];
-                let c = Conv2d::new(g, ch, out_channels, kernel_size, p, true, rng)?;
+                let p = Conv2dParams {
+                    stride: stride.pair(),
+                    padding: padding.pair(),
+                    ..Default::default()
+                };
+                let c = Conv2d::rect(g, ch, out_channels, kernel_size.pair(), p, true, rng)?;
                 ch = out_channels;
                 flat = None;
                 Layer::Conv2d(c)
+            }
+            LayerSpec::Conv1d {
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+            } => {
+                let p = Conv1dParams {
+                    stride,
+                    padding,
+                    ..Default::default()
+                };
+                let c = Conv1d::new(g, ch, out_channels, kernel_size, p, true, rng)?;
+                ch = out_channels;
+                flat = None;
+                Layer::Conv1d(c)
+            }
+            LayerSpec::ConvTranspose2d {
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+                output_padding,
+            } => {
+                let p = ConvTranspose2dParams {
+                    stride: stride.pair(),
+                    padding: padding.pair(),
+                    output_padding: output_padding.pair(),
+                    ..Default::default()
+                };
+                let c = ConvTranspose2d::new(g, ch, out_channels, kernel_size.pair(), p, true, rng)?;
+                ch = out_channels;
+                flat = None;
+                Layer::ConvTranspose2d(c)
             }
             LayerSpec::Relu => Layer::Relu,
             LayerSpec::LeakyRelu { negative_slope } => Layer::LeakyRelu(negative_slope),

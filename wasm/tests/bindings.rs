@@ -240,6 +240,13 @@ fn batch_norm_group_norm_and_dropout_layers_train_and_predict_in_eval_mode() {
         {"type":"group_norm","num_groups":2},
         {"type":"relu"},
         {"type":"dropout","p":0.2},
+fn conv1d_conv_transpose2d_and_rectangular_conv2d_specs() {
+    // Rectangular conv2d (int or pair sizes) and a transposed convolution upsampling x2.
+    let spec = r#"[
+        {"type":"conv2d","out_channels":3,"kernel_size":[3,1],"padding":[1,0]},
+        {"type":"relu"},
+        {"type":"conv_transpose2d","out_channels":4,"kernel_size":2,"stride":[2,2]},
+        {"type":"relu"},
         {"type":"global_avg_pool2d"},
         {"type":"flatten"},
         {"type":"linear","out_features":2}
@@ -303,4 +310,76 @@ fn batch_norm_group_norm_and_dropout_layers_train_and_predict_in_eval_mode() {
         let e = message(Model::from_layers(bad, 1, 0, 0.1, 0.0, 0.0).err().unwrap());
         assert!(e.contains(want), "{e}");
     }
+    assert_eq!(m.num_parameters(), (3 * 3 + 3 + 3 * 4 * 4 + 4 + 2 * 4 + 2) as f64);
+    for &(b, h, w) in &[(2usize, 10usize, 6usize), (1, 7, 13)] {
+        let plan = m.plan(b as u32, h as u32, w as u32).unwrap();
+        let shapes: Vec<Vec<u32>> = plan.layers().iter().map(|l| l.shape()).collect();
+        assert_eq!(shapes[0], vec![b as u32, 3, h as u32, w as u32]);
+        assert_eq!(shapes[2], vec![b as u32, 4, 2 * h as u32, 2 * w as u32]);
+        let mut fresh = Model::from_layers(spec, 1, 7, 0.1, 0.9, plan.train_bytes()).unwrap();
+        let labels: Vec<u32> = (0..b as u32).map(|i| i % 2).collect();
+        let s = fresh
+            .train_step(&vec![0.5; b * h * w], b as u32, h as u32, w as u32, &labels)
+            .unwrap();
+        assert!(s.loss.is_finite());
+        assert_eq!(fresh.high_water_bytes(), plan.train_bytes(), "{b}x{h}x{w}");
+    }
+    m.train_step(&bar(10, 6, true, 2), 1, 10, 6, &[1]).unwrap();
+
+    // conv1d: each sample a sequence of 8 values; a pulse in the first half is class 0.
+    let spec = r#"[
+        {"type":"conv1d","out_channels":4,"kernel_size":3,"padding":1},
+        {"type":"relu"},
+        {"type":"conv1d","out_channels":2,"kernel_size":8},
+        {"type":"flatten"}
+    ]"#;
+    let mut m = Model::from_layers(spec, 1, 3, 0.1, 0.9, 0.0).unwrap();
+    let plan = m.plan(2, 1, 8).unwrap();
+    let shapes: Vec<Vec<u32>> = plan.layers().iter().map(|l| l.shape()).collect();
+    assert_eq!(
+        shapes,
+        vec![vec![2, 4, 8], vec![2, 4, 8], vec![2, 2, 1], vec![2, 2]]
+    );
+    let pulse = |p: usize| {
+        (0..8)
+            .map(|i| if i == p { 1.0 } else { 0.0 })
+            .collect::<Vec<f32>>()
+    };
+    for step in 0..200 {
+        let mut x = pulse(step % 4);
+        x.extend(pulse(4 + (step / 4) % 4));
+        m.train_step(&x, 2, 1, 8, &[0, 1]).unwrap();
+    }
+    let x: Vec<f32> = (0..8).flat_map(pulse).collect();
+    let labels: Vec<u32> = (0..8).map(|p| (p >= 4) as u32).collect();
+    let acc = m.evaluate(&x, 8, 1, 8, &labels).unwrap();
+    assert_eq!(
+        acc,
+        1.0,
+        "pulses not learned: accuracy {acc}, last loss {}",
+        m.loss()
+    );
+
+    // Bad sizes: a three-element kernel size, an output_padding not below the stride.
+    let e = message(
+        Model::from_layers(
+            r#"[{"type":"conv2d","out_channels":2,"kernel_size":[3,3,3]}]"#,
+            1,
+            0,
+            0.1,
+            0.0,
+            0.0,
+        )
+        .err()
+        .unwrap(),
+    );
+    assert!(e.starts_with("layer spec:"), "{e}");
+    let bad = r#"[{"type":"conv_transpose2d","out_channels":2,"kernel_size":3,"output_padding":1},
+        {"type":"global_avg_pool2d"},{"type":"flatten"}]"#;
+    // Refused when the default arena is planned, or else on the first call.
+    let e = match Model::from_layers(bad, 1, 0, 0.1, 0.0, 0.0) {
+        Err(e) => message(e),
+        Ok(mut m) => message(m.predict(&[0.0; 16], 1, 4, 4).unwrap_err()),
+    };
+    assert!(e.contains("conv_transpose2d: output_padding"), "{e}");
 }

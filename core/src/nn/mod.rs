@@ -13,11 +13,13 @@ use core::fmt;
 
 mod norm;
 pub use norm::{BatchNorm2d, BatchNormOptions, Dropout, GroupNorm};
+mod conv;
+pub use conv::{Conv1d, ConvTranspose2d};
 
 /// A 2-D convolution layer with PyTorch's initialisation.
 #[derive(Clone, Copy, Debug)]
 pub struct Conv2d {
-    /// `[out, in/groups, k, k]`.
+    /// `[out, in/groups, kh, kw]`.
     pub weight: Tensor,
     /// `[out]`, if the layer has a bias.
     pub bias: Option<Tensor>,
@@ -136,6 +138,10 @@ pub enum Layer {
     GroupNorm(GroupNorm),
     /// See [`Dropout`].
     Dropout(Dropout),
+    /// See [`Conv1d`].
+    Conv1d(Conv1d),
+    /// See [`ConvTranspose2d`].
+    ConvTranspose2d(ConvTranspose2d),
 }
 
 impl Layer {
@@ -160,6 +166,8 @@ impl Layer {
             Layer::BatchNorm2d(_) => "batch_norm",
             Layer::GroupNorm(_) => "group_norm",
             Layer::Dropout(_) => "dropout",
+            Layer::Conv1d(_) => "conv1d",
+            Layer::ConvTranspose2d(_) => "conv_transpose2d",
         }
     }
 
@@ -183,6 +191,8 @@ impl Layer {
             Layer::BatchNorm2d(l) => l.forward(g, x),
             Layer::GroupNorm(l) => l.forward(g, x),
             Layer::Dropout(l) => l.forward(g, x),
+            Layer::Conv1d(c) => c.forward(g, x),
+            Layer::ConvTranspose2d(c) => c.forward(g, x),
         }
     }
 }

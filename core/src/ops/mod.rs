@@ -52,6 +52,8 @@ pub mod adaptive_max;
 pub mod batch_norm;
 pub mod conv;
 pub mod dropout;
+pub mod conv1d;
+pub mod conv_transpose;
 pub mod elementwise;
 pub mod group_norm;
 pub mod hard;
@@ -113,6 +115,8 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::AFFINE_SCALAR_SPEC,
         Graph::MUL_SCALAR_SPEC,
         Graph::ADD_SCALAR_SPEC,
+        Graph::CONV1D_SPEC,
+        Graph::CONV_TRANSPOSE2D_SPEC,
     ];
 }
 

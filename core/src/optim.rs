@@ -110,11 +110,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 param: Some(j),
                 index,
             };
-            if let Some(e) = first_non_finite(grs) {
-                return Err(bad("gradient is not finite", e));
-            }
             let ok = |(&p, &gr): (&S, &S)| (p - lr * gr).is_finite();
-            if let Some(e) = ps.iter().zip(grs).position(|pg| !ok(pg)) {
+            // One branch-free pass (a non-finite gradient makes the update non-finite);
+            // where and why are searched only when it fails.
+            let sum = |a: S, (&p, &gr): (&S, &S)| a + zero_if_finite(p - lr * gr);
+            if !ps.iter().zip(grs).fold(S::ZERO, sum).is_finite() {
+                if let Some(e) = first_non_finite(grs) {
+                    return Err(bad("gradient is not finite", e));
+                }
+                let e = ps.iter().zip(grs).position(|pg| !ok(pg)).unwrap_or(0);
                 return Err(bad("update is not finite", e));
             }
         }
@@ -144,6 +148,13 @@ impl StepReport {
             saturated: crate::fixed::take_saturated(),
         }
     }
+}
+
+/// `x - x`: exactly 0 for a finite `x`, NaN for NaN and infinities; summed over a
+/// slice, a finiteness test with no branch and two FPU operations per value.
+#[inline(always)]
+fn zero_if_finite<S: Scalar>(x: S) -> S {
+    x - x
 }
 
 /// The refusal of an optimizer step: `what` of parameter `j` at element `index`.
@@ -307,9 +318,63 @@ impl Sgd {
         Ok(StepReport::taken())
     }
 
+    /// Whether every new parameter value of the step is finite (a non-finite gradient
+    /// or momentum value makes it not so): one branch-free pass over each parameter's
+    /// slices summing `x - x` (0 for a finite `x`, NaN otherwise), the common case,
+    /// before [`Sgd::check`] searches where.
+    fn all_finite<S: Scalar>(&self, buf: &[S], params: &[(usize, Span, Span)]) -> bool {
+        let (lr, mom, wd) = (
+            S::from_f32(self.lr),
+            S::from_f32(self.momentum),
+            S::from_f32(self.weight_decay),
+        );
+        let (unscale, decay) = (self.inv_grad_scale != 1.0, self.weight_decay != 0.0);
+        let inv_scale = S::from_f32(self.inv_grad_scale);
+        let pre = |p: S, gv: S| {
+            let dp = if unscale { gv * inv_scale } else { gv };
+            if decay {
+                dp + wd * p
+            } else {
+                dp
+            }
+        };
+        let mut k = self.velocity.map_or(0, |v| v.off);
+        let mut all = true;
+        for &(_, d, gr) in params {
+            if gr.len != d.len {
+                continue;
+            }
+            let (Some(ps), Some(gs)) = (buf.get(d.off..d.off + d.len), buf.get(gr.off..gr.off + d.len))
+            else {
+                return false;
+            };
+            all &= match self.velocity {
+                Some(_) => {
+                    let Some(vs) = buf.get(k..k + d.len) else {
+                        return false;
+                    };
+                    k += d.len;
+                    let z = ps.iter().zip(gs).zip(vs);
+                    z.fold(S::ZERO, |a, ((&p, &gv), &v)| {
+                        a + zero_if_finite(p - lr * (mom * v + pre(p, gv)))
+                    })
+                }
+                None => ps
+                    .iter()
+                    .zip(gs)
+                    .fold(S::ZERO, |a, (&p, &gv)| a + zero_if_finite(p - lr * pre(p, gv))),
+            }
+            .is_finite();
+        }
+        all
+    }
+
     /// Err if the step would write a value that is not finite. The same arithmetic as
     /// the update (for types with such values, which do not dither), without writing.
     fn check<S: Scalar>(&self, buf: &[S], params: &[(usize, Span, Span)]) -> Result<()> {
+        if self.all_finite(buf, params) {
+            return Ok(());
+        }
         let (lr, mom, wd) = (
             S::from_f32(self.lr),
             S::from_f32(self.momentum),

@@ -331,11 +331,12 @@ fn sequential_layers_for_the_new_activations() {
     let mut arena = vec![0.0f32; 4096];
     let mut g: Graph<f32, 16> = Graph::new(&mut arena);
     let mut s: Sequential<4> = Sequential::default();
+    use torchlet::nn::OpLayer;
     for l in [
-        Layer::Relu6,
-        Layer::Hardswish,
-        Layer::LogSoftmax(-1),
-        Layer::Softmax(1),
+        Layer::op("relu6").unwrap(),
+        Layer::op("hardswish").unwrap(),
+        Layer::Op(OpLayer::new("log_softmax").unwrap().with("dim", -1).unwrap()),
+        Layer::Op(OpLayer::new("softmax").unwrap().with("dim", 1).unwrap()),
     ] {
         s.push(l).unwrap();
     }

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use torchlet::init::Rng;
 use torchlet::nn::{
     digits_fcn, BatchNorm2d, BatchNormOptions, Conv1d, Conv2d, ConvTranspose2d, Dropout, GroupNorm, Layer, Linear,
+    OpLayer, ParamValue,
 };
 use torchlet::{Conv1dParams, Conv2dParams, ConvTranspose2dParams, Error, Graph, Pool2dParams};
 
@@ -147,6 +148,62 @@ pub enum LayerSpec {
         #[serde(default = "half")]
         p: f32,
     },
+    /// Any other op of the engine with one tensor input, by its `torch.nn.functional`
+    /// name and keyword parameters (`{"type": "softmax", "dim": 1}`,
+    /// `{"type": "hardswish"}`): [`torchlet::nn::OpLayer`]. Not a serde tag: entries
+    /// whose `type` is none of the above land here.
+    #[serde(skip)]
+    Op {
+        /// The op's name.
+        name: String,
+        /// Its keyword parameters as given.
+        params: Vec<(String, serde_json::Value)>,
+    },
+}
+
+impl LayerSpec {
+    /// One JSON entry: a layer above, or else any one-input op of the engine by name.
+    fn from_value(v: serde_json::Value) -> Result<Self, SpecError> {
+        let known = serde_json::from_value::<LayerSpec>(v.clone());
+        let serde_json::Value::Object(mut fields) = v else {
+            return known.map_err(|e| SpecError::Json(e.to_string()));
+        };
+        let name = match fields.remove("type") {
+            Some(serde_json::Value::String(t)) if OpLayer::new(&t).is_ok() => t,
+            _ => return known.map_err(|e| SpecError::Json(e.to_string())),
+        };
+        match known {
+            Ok(spec) => Ok(spec),
+            Err(_) => Ok(LayerSpec::Op {
+                name,
+                params: fields.into_iter().collect(),
+            }),
+        }
+    }
+}
+
+/// The engine's layer for op `name` with JSON keyword parameters.
+fn op_layer(name: &str, params: &[(String, serde_json::Value)]) -> Result<Layer, SpecError> {
+    use serde_json::Value;
+    let mut layer = OpLayer::new(name)?;
+    for (key, v) in params {
+        let bad = || SpecError::Invalid(format!("{name}: parameter {key} has an unsupported value {v}"));
+        let value = match v {
+            Value::Bool(b) => ParamValue::Flag(*b),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => ParamValue::Int(i),
+                None => ParamValue::Float(n.as_f64().ok_or_else(bad)?),
+            },
+            Value::String(t) => ParamValue::word(t)?,
+            Value::Array(items) => {
+                let ints: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
+                ParamValue::ints(&ints.ok_or_else(bad)?)?
+            }
+            _ => return Err(bad()),
+        };
+        layer.set(key, value).map_err(|e| SpecError::Invalid(format!("{name}: parameter {key}: {e}")))?;
+    }
+    Ok(Layer::Op(layer))
 }
 
 fn one() -> usize {
@@ -251,8 +308,12 @@ impl core::fmt::Display for SpecError {
 impl NetSpec {
     /// Parses a JSON array of [`LayerSpec`]s.
     pub fn from_json(in_channels: usize, json: &str) -> Result<Self, SpecError> {
-        let layers: Vec<LayerSpec> =
+        let entries: Vec<serde_json::Value> =
             serde_json::from_str(json).map_err(|e| SpecError::Json(e.to_string()))?;
+        let layers = entries
+            .into_iter()
+            .map(LayerSpec::from_value)
+            .collect::<Result<Vec<_>, _>>()?;
         if layers.is_empty() || layers.len() > MAX_LAYERS {
             return Err(SpecError::Invalid(format!(
                 "expected 1 to {MAX_LAYERS} layers, got {}",
@@ -372,6 +433,7 @@ fn build_layers<const N: usize>(
                 Layer::AdaptiveAvgPool2d([1, 1])
             }
             LayerSpec::Flatten => Layer::Flatten(1),
+            LayerSpec::Op { ref name, ref params } => op_layer(name, params)?,
             LayerSpec::Linear { out_features } => {
                 let inp = flat.ok_or_else(|| {
                     SpecError::Invalid(format!(

@@ -382,4 +382,28 @@ fn conv1d_conv_transpose2d_and_rectangular_conv2d_specs() {
         Ok(mut m) => message(m.predict(&[0.0; 16], 1, 4, 4).unwrap_err()),
     };
     assert!(e.contains("conv_transpose2d: output_padding"), "{e}");
+fn any_one_input_op_is_a_layer_by_its_name() {
+    let spec = r#"[{"type": "conv2d", "out_channels": 4, "kernel_size": 3, "padding": 1},
+        {"type": "hardswish"}, {"type": "global_avg_pool2d"}, {"type": "flatten"},
+        {"type": "linear", "out_features": 3}, {"type": "softmax", "dim": 1}]"#;
+    let mut m = Model::from_layers(spec, 1, 0, 0.1, 0.0, 0.0).unwrap();
+    let names: Vec<String> = m.plan(2, 6, 6).unwrap().layers().iter().map(|l| l.name()).collect();
+    assert_eq!(names[1], "hardswish");
+    assert_eq!(names[5], "softmax");
+    // predict's own softmax over the layer's probabilities (each in (0, 1)) keeps
+    // every class within [1/(1+2e), e/(e+2)].
+    let p = m.predict(&[0.5; 2 * 36], 2, 6, 6).unwrap();
+    assert_eq!(p.len(), 6);
+    for v in p {
+        assert!(v > 0.155 && v < 0.577, "{v}");
+    }
+    let bad = r#"[{"type": "softmax", "dims": 1}]"#;
+    let e = message(Model::from_layers(bad, 1, 0, 0.1, 0.0, 0.0).err().unwrap());
+    assert!(e.starts_with("layer spec: softmax: parameter dims"), "{e}");
+    let e = message(
+        Model::from_layers(r#"[{"type": "cat"}]"#, 1, 0, 0.1, 0.0, 0.0)
+            .err()
+            .unwrap(),
+    );
+    assert!(e.contains("unknown variant `cat`"), "{e}");
 }

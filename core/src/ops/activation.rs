@@ -242,24 +242,28 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const RELU_SPEC: OpSpec<S, N> = OpSpec {
         name: "relu",
         inputs: &["input"],
+        params: &[],
         call: Self::relu_call,
     };
     /// leaky_relu by name (`negative_slope`, default 0.01).
     pub(crate) const LEAKY_RELU_SPEC: OpSpec<S, N> = OpSpec {
         name: "leaky_relu",
         inputs: &["input"],
+        params: &["negative_slope"],
         call: Self::leaky_relu_call,
     };
     /// sigmoid by name.
     pub(crate) const SIGMOID_SPEC: OpSpec<S, N> = OpSpec {
         name: "sigmoid",
         inputs: &["input"],
+        params: &[],
         call: Self::sigmoid_call,
     };
     /// tanh by name.
     pub(crate) const TANH_SPEC: OpSpec<S, N> = OpSpec {
         name: "tanh",
         inputs: &["input"],
+        params: &[],
         call: Self::tanh_call,
     };
 }

@@ -100,6 +100,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const ADAPTIVE_MAX_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
         name: "adaptive_max_pool2d",
         inputs: &["input"],
+        params: &["output_size"],
         call: Self::adaptive_max_pool2d_call,
     };
 }

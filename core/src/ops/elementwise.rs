@@ -160,12 +160,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const SUB_SPEC: OpSpec<S, N> = OpSpec {
         name: "sub",
         inputs: &["input", "other"],
+        params: &[],
         call: Self::sub_call,
     };
     /// div by name.
     pub(crate) const DIV_SPEC: OpSpec<S, N> = OpSpec {
         name: "div",
         inputs: &["input", "other"],
+        params: &[],
         call: Self::div_call,
     };
 
@@ -181,12 +183,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const ADD_SPEC: OpSpec<S, N> = OpSpec {
         name: "add",
         inputs: &["input", "other"],
+        params: &[],
         call: Self::add_call,
     };
     /// mul by name.
     pub(crate) const MUL_SPEC: OpSpec<S, N> = OpSpec {
         name: "mul",
         inputs: &["input", "other"],
+        params: &[],
         call: Self::mul_call,
     };
 }

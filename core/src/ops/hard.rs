@@ -74,18 +74,21 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const RELU6_SPEC: OpSpec<S, N> = OpSpec {
         name: "relu6",
         inputs: &["input"],
+        params: &[],
         call: Self::relu6_call,
     };
     /// hardswish by name.
     pub(crate) const HARDSWISH_SPEC: OpSpec<S, N> = OpSpec {
         name: "hardswish",
         inputs: &["input"],
+        params: &[],
         call: Self::hardswish_call,
     };
     /// hardsigmoid by name.
     pub(crate) const HARDSIGMOID_SPEC: OpSpec<S, N> = OpSpec {
         name: "hardsigmoid",
         inputs: &["input"],
+        params: &[],
         call: Self::hardsigmoid_call,
     };
 }

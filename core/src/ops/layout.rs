@@ -191,12 +191,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const CAT_SPEC: OpSpec<S, N> = OpSpec {
         name: "cat",
         inputs: &["input", "other"],
+        params: &["dim"],
         call: Self::cat_call,
     };
     /// permute by name (`dims`, negative counting from the end).
     pub(crate) const PERMUTE_SPEC: OpSpec<S, N> = OpSpec {
         name: "permute",
         inputs: &["input"],
+        params: &["dims"],
         call: Self::permute_call,
     };
 }

@@ -119,6 +119,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const LINEAR_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input", "weight", "bias"],
+        params: &[],
         call: Self::linear_call,
     };
 }

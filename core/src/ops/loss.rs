@@ -254,12 +254,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const CROSS_ENTROPY_SPEC: OpSpec<S, N> = OpSpec {
         name: "cross_entropy",
         inputs: &["input"],
+        params: &["target", "ignore_index", "reduction"],
         call: Self::cross_entropy_call,
     };
     /// mse_loss by name.
     pub(crate) const MSE_LOSS_SPEC: OpSpec<S, N> = OpSpec {
         name: "mse_loss",
         inputs: &["input", "target"],
+        params: &[],
         call: Self::mse_loss_call,
     };
 }

@@ -37,15 +37,17 @@
 //!    no rule, so a program that only calls that links no backward code.
 //! 6. **Its by-name entry**: `fn my_op_call(g, inputs, attrs)` reading its keyword
 //!    parameters from [`registry::Attrs`] (PyTorch's names and defaults), and a
-//!    `pub(crate) const MY_OP_SPEC: OpSpec` with its `torch.nn.functional` name and
-//!    input names.
+//!    `pub(crate) const MY_OP_SPEC: OpSpec` with its `torch.nn.functional` name,
+//!    input names and parameter names.
 //!
 //! The one line elsewhere: `Graph::MY_OP_SPEC,` in [`OpSpec::ALL`] below. That makes
 //! it callable from the conformance door (`tests/src/conformance.rs` dispatches by
-//! name) and from anything else that calls ops by name. Its tests: cases in the golden
-//! script (`tests/golden/make_golden.py`) and a gradient check. A layer for
-//! [`crate::nn::Sequential`] is one more variant of [`crate::nn::Layer`] (its
-//! `forward` and `name` arms) when the op is one.
+//! name), from a model file's nodes, and, for an op with one tensor input, a layer:
+//! [`crate::nn::Layer::op`]`("my_op")` in a [`crate::nn::Sequential`] and
+//! `{"type": "my_op", ...}` in the wasm package's `Model.fromLayers`. Its tests:
+//! cases in the golden script (`tests/golden/make_golden_vocab.py`) and a gradient
+//! check. Only a layer that owns parameters (a convolution, a norm) needs a struct
+//! in `nn/` and a variant of [`crate::nn::Layer`].
 
 pub mod activation;
 pub mod adaptive_max;

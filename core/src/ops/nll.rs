@@ -275,6 +275,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const NLL_LOSS_SPEC: OpSpec<S, N> = OpSpec {
         name: "nll_loss",
         inputs: &["input"],
+        params: &["target", "ignore_index", "reduction"],
         call: Self::nll_loss_call,
     };
 }

@@ -217,6 +217,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const PAD_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input"],
+        params: &["pad", "mode", "value"],
         call: Self::pad_call,
     };
 }

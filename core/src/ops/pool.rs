@@ -322,18 +322,27 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const MAX_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
         name: "max_pool2d",
         inputs: &["input"],
+        params: &["kernel_size", "stride", "padding", "ceil_mode"],
         call: Self::max_pool2d_call,
     };
     /// avg_pool2d by name.
     pub(crate) const AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
         name: "avg_pool2d",
         inputs: &["input"],
+        params: &[
+            "kernel_size",
+            "stride",
+            "padding",
+            "ceil_mode",
+            "count_include_pad",
+        ],
         call: Self::avg_pool2d_call,
     };
     /// adaptive_avg_pool2d by name (`output_size`).
     pub(crate) const ADAPTIVE_AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
         name: "adaptive_avg_pool2d",
         inputs: &["input"],
+        params: &["output_size"],
         call: Self::adaptive_avg_pool2d_call,
     };
 }

@@ -149,12 +149,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const SUM_SPEC: OpSpec<S, N> = OpSpec {
         name: "sum",
         inputs: &["input"],
+        params: &["dim", "keepdim"],
         call: Self::sum_call,
     };
     /// mean by name (`dim`: a list or one int; `keepdim`).
     pub(crate) const MEAN_SPEC: OpSpec<S, N> = OpSpec {
         name: "mean",
         inputs: &["input"],
+        params: &["dim", "keepdim"],
         call: Self::mean_call,
     };
 }

@@ -40,6 +40,8 @@ pub struct OpSpec<S: Scalar, const N: usize> {
     pub name: &'static str,
     /// Names of its tensor inputs, in order (the ones that get gradients).
     pub inputs: &'static [&'static str],
+    /// Names of its keyword parameters (PyTorch's), the only ones it reads.
+    pub params: &'static [&'static str],
     /// Validates the parameters and records the op.
     pub call: CallFn<S, N>,
 }

@@ -106,6 +106,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const FLATTEN_SPEC: OpSpec<S, N> = OpSpec {
         name: "flatten",
         inputs: &["input"],
+        params: &["start_dim"],
         call: Self::flatten_call,
     };
 }

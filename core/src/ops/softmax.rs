@@ -124,12 +124,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const SOFTMAX_SPEC: OpSpec<S, N> = OpSpec {
         name: "softmax",
         inputs: &["input"],
+        params: &["dim"],
         call: Self::softmax_call,
     };
     /// log_softmax by name (`dim`).
     pub(crate) const LOG_SOFTMAX_SPEC: OpSpec<S, N> = OpSpec {
         name: "log_softmax",
         inputs: &["input"],
+        params: &["dim"],
         call: Self::log_softmax_call,
     };
 }

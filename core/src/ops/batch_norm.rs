@@ -280,6 +280,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const BATCH_NORM_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input", "weight", "bias", "running_mean", "running_var"],
+        params: &["training", "momentum", "eps"],
         call: Self::batch_norm_call,
     };
 }

@@ -174,6 +174,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const CONV1D_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input", "weight", "bias"],
+        params: &["stride", "padding", "dilation", "groups"],
         call: Self::conv1d_call,
     };
 }

@@ -312,6 +312,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const CONV_TRANSPOSE2D_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input", "weight", "bias"],
+        params: &["stride", "padding", "output_padding", "groups", "dilation"],
         call: Self::conv_transpose2d_call,
     };
 }

@@ -109,6 +109,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const DROPOUT_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input"],
+        params: &["p", "training"],
         call: Self::dropout_call,
     };
 }

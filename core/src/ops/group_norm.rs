@@ -135,6 +135,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const GROUP_NORM_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input", "weight", "bias"],
+        params: &["num_groups", "eps"],
         call: Self::group_norm_call,
     };
 }

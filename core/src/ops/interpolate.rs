@@ -155,7 +155,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const INTERPOLATE_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input"],
-        params: &["size", "mode", "align_corners"],
+        params: &["size", "scale_factor", "mode", "align_corners"],
         call: Self::interpolate_call,
     };
 }

@@ -104,18 +104,21 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     pub(crate) const AFFINE_SCALAR_SPEC: OpSpec<S, N> = OpSpec {
         name: OP,
         inputs: &["input"],
+        params: &["scale", "shift"],
         call: Self::affine_scalar_call,
     };
     /// mul_scalar by name (`other`).
     pub(crate) const MUL_SCALAR_SPEC: OpSpec<S, N> = OpSpec {
         name: "mul_scalar",
         inputs: &["input"],
+        params: &["other"],
         call: Self::mul_scalar_call,
     };
     /// add_scalar by name (`other`).
     pub(crate) const ADD_SCALAR_SPEC: OpSpec<S, N> = OpSpec {
         name: "add_scalar",
         inputs: &["input"],
+        params: &["other"],
         call: Self::add_scalar_call,
     };
 }

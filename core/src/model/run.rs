@@ -181,6 +181,19 @@ impl<'m> Model<'m> {
         inputs: &[Tensor],
         outputs: &mut [Tensor],
     ) -> ModelResult<'m, ()> {
+        self.forward_with(g, inputs, outputs, |_, _, _| {})
+    }
+
+    /// [`Model::forward_into`], calling `each(node, g, output)` after every node with
+    /// the node's index and its output, before anything is freed (per-node output
+    /// shapes, PyTorch's forward hooks).
+    pub fn forward_with<'a, S: Scalar, const N: usize>(
+        &self,
+        g: &mut Graph<'a, S, N>,
+        inputs: &[Tensor],
+        outputs: &mut [Tensor],
+        mut each: impl FnMut(usize, &Graph<'a, S, N>, Tensor),
+    ) -> ModelResult<'m, ()> {
         self.check_inputs(g, inputs)?;
         let f = &self.file;
         if f.num_nodes() > N {
@@ -234,6 +247,7 @@ impl<'m> Model<'m> {
                 }
             }
             .map_err(at)?;
+            each(n.index, g, y);
             table[n.index].t = Some(y);
             for r in n.inputs() {
                 if let Some(ValueRef::Node(m)) = r {

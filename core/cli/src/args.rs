@@ -1,0 +1,69 @@
+//! Sizes as people type them: `1x1x28x28`, `64KiB`.
+
+/// `1x1x28x28` -> `[1, 1, 28, 28]` (rank 3 or 4, every dim at least 1).
+pub fn dims(s: &str) -> Result<Vec<usize>, String> {
+    let d: Vec<usize> = s
+        .split(['x', 'X', ','])
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("input size {s:?}: expected dims like 1x1x28x28"))?;
+    if !(3..=4).contains(&d.len()) || d.contains(&0) {
+        return Err(format!(
+            "input size {s:?}: expected 3 (NCL) or 4 (NCHW) dims of at least 1"
+        ));
+    }
+    Ok(d)
+}
+
+/// `64KiB`, `1MiB`, `64kB`, `20000` -> bytes.
+pub fn bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("budget {s:?}: expected e.g. 64KiB"))?;
+    let k = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" | "k" => 1024,
+        "kB" | "KB" => 1000,
+        "MiB" | "M" => 1024 * 1024,
+        "MB" => 1_000_000,
+        u => return Err(format!("budget {s:?}: unknown unit {u:?} (B, KiB, kB, MiB, MB)")),
+    };
+    n.checked_mul(k)
+        .ok_or_else(|| format!("budget {s:?} is too large"))
+}
+
+/// Whether `name` matches `pattern`, where `*` matches any run of characters.
+pub fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => {
+            let Some(tail) = name.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && matches(rest, &tail[i..]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_budgets_and_patterns() {
+        assert_eq!(dims("1x1x28x28").unwrap(), [1, 1, 28, 28]);
+        assert_eq!(dims("2x40x100").unwrap(), [2, 40, 100]);
+        assert!(dims("1x0x2x2").is_err() && dims("28x28").is_err() && dims("ax1x1").is_err());
+        assert_eq!(bytes("64KiB").unwrap(), 65536);
+        assert_eq!(bytes("1MiB").unwrap(), 1 << 20);
+        assert_eq!(bytes("20000").unwrap(), 20000);
+        assert!(bytes("12parsecs").is_err() && bytes("KiB").is_err());
+        assert!(matches("features.*", "features.0.weight"));
+        assert!(matches("*.bias", "fc.bias") && !matches("*.bias", "fc.weight"));
+        assert!(matches("fc.weight", "fc.weight") && !matches("fc", "fc.weight"));
+        assert!(matches("*", "") && matches("a*b*c", "aXbYc") && !matches("a*b*c", "aXbY"));
+    }
+}

@@ -1,0 +1,158 @@
+//! `torchlet`: PyTorch models in, trained weights out, from the command line.
+//!
+//! ```text
+//! torchlet convert MODEL.onnx OUT.tlm [--fold-bn] [--freeze PATTERN]...
+//! torchlet info MODEL.tlm [--input 1x1x28x28]
+//! torchlet plan MODEL.tlm --input 1x1x40x32 [--train] [--budget 64KiB]
+//! torchlet run MODEL.tlm IN.safetensors OUT.safetensors
+//! torchlet train MODEL.tlm DATA.safetensors --lr 0.1 [--steps N] [--batch B] [--momentum M] -o NEW.tlm
+//! torchlet export MODEL.tlm OUT.safetensors
+//! ```
+
+mod args;
+mod convert;
+mod export;
+mod files;
+mod info;
+mod plan;
+mod run;
+mod train;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// torchlet: import PyTorch models (ONNX), plan their memory, run, train and export them.
+#[derive(Parser)]
+#[command(name = "torchlet", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// ONNX model (as torch.onnx.export writes it) -> torchlet model file.
+    Convert {
+        /// The ONNX file; external data (MODEL.onnx.data) is read from beside it.
+        model: PathBuf,
+        /// The model file to write.
+        out: PathBuf,
+        /// Fold each BatchNorm into the convolution before it (inference-only models).
+        #[arg(long)]
+        fold_bn: bool,
+        /// Freeze the parameters whose names match (`*` matches any run of characters,
+        /// e.g. `features.*`); repeatable.
+        #[arg(long, value_name = "PATTERN")]
+        freeze: Vec<String>,
+    },
+    /// Inputs, parameters, and with --input each node's output shape and the bytes of a step.
+    Info {
+        /// The model file.
+        model: PathBuf,
+        /// An input size, e.g. 1x1x28x28 (NCHW) or 1x40x100 (NCL).
+        #[arg(long)]
+        input: Option<String>,
+    },
+    /// Exact arena bytes of a step at an input size, and the largest input within a budget.
+    Plan {
+        /// The model file.
+        model: PathBuf,
+        /// The input size, e.g. 1x1x40x32.
+        #[arg(long)]
+        input: String,
+        /// Plan a training step (forward, cross-entropy, backward, SGD); default: inference.
+        #[arg(long)]
+        train: bool,
+        /// A memory budget (e.g. 64KiB, 1MiB, 20000): the largest input that fits.
+        #[arg(long)]
+        budget: Option<String>,
+    },
+    /// Forward (eval mode) of every tensor in IN (f32, NCHW or NCL); outputs under the same names.
+    Run {
+        /// The model file.
+        model: PathBuf,
+        /// Input tensors (safetensors).
+        input: PathBuf,
+        /// Output tensors (safetensors).
+        output: PathBuf,
+    },
+    /// Train with cross-entropy and SGD on x (f32 [N, ...]) and y (int64 [N]) of DATA.
+    Train {
+        /// The model file.
+        model: PathBuf,
+        /// Training data (safetensors with `x` and `y`).
+        data: PathBuf,
+        /// Learning rate.
+        #[arg(long)]
+        lr: f32,
+        /// Steps (default: one pass over the data).
+        #[arg(long)]
+        steps: Option<usize>,
+        /// Batch size.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        /// SGD momentum (default: plain SGD).
+        #[arg(long, default_value_t = 0.0)]
+        momentum: f32,
+        /// Seed of the sample order and of dropout.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// The trained model file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Parameters and buffers under their PyTorch state_dict names (safetensors).
+    Export {
+        /// The model file.
+        model: PathBuf,
+        /// The safetensors file to write.
+        out: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let r = match Cli::parse().command {
+        Command::Convert {
+            model,
+            out,
+            fold_bn,
+            freeze,
+        } => convert::run(&model, &out, fold_bn, &freeze),
+        Command::Info { model, input } => info::run(&model, input.as_deref()),
+        Command::Plan {
+            model,
+            input,
+            train,
+            budget,
+        } => plan::run(&model, &input, train, budget.as_deref()),
+        Command::Run { model, input, output } => run::run(&model, &input, &output),
+        Command::Train {
+            model,
+            data,
+            lr,
+            steps,
+            batch,
+            momentum,
+            seed,
+            output,
+        } => train::run(&train::Settings {
+            model,
+            data,
+            lr,
+            steps,
+            batch,
+            momentum,
+            seed,
+            output,
+        }),
+        Command::Export { model, out } => export::run(&model, &out),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("torchlet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! `torchlet plan`, and the planner and graph setup the other commands share.
+
+use crate::{args, files};
+use std::path::Path;
+use torchlet::model::{Model, ModelFile};
+use torchlet::ops::nll::LossParams;
+use torchlet::optim::Sgd;
+use torchlet::plan::{Plan, Planner, Thousands};
+use torchlet::{Error, Graph, Result, Tensor};
+
+/// Tape capacity of the command's graphs (records of one step).
+pub const TAPE: usize = 2048;
+
+/// The input dims for a planner size `h x w`: `[n, c, h, w]`, or `[n, c, w]` for a
+/// sequence input (NCL), whose `h` is ignored.
+pub fn sized(dims: &[usize], h: usize, w: usize) -> Vec<usize> {
+    match dims {
+        [n, c, _] => vec![*n, *c, w],
+        [n, c, ..] => vec![*n, *c, h, w],
+        _ => dims.to_vec(),
+    }
+}
+
+/// Cross-entropy (mean) of `logits` (`[N, C]` or `[N, C, ...]`) against `targets`
+/// (one class per sample or per position).
+pub fn loss(g: &mut Graph<'_, f32, TAPE>, logits: Tensor, targets: &[i64]) -> Result<Tensor> {
+    g.cross_entropy_with(logits, targets, LossParams::default())
+}
+
+/// Number of class targets a step's loss takes for `logits`: one per sample and position.
+pub fn target_count(g: &Graph<'_, f32, TAPE>, logits: Tensor) -> Result<usize> {
+    let s = g.shape(logits)?;
+    let c = s.dims().get(1).copied().unwrap_or(1).max(1);
+    Ok(s.numel() / c)
+}
+
+/// Plans a step of `file` at the sizes of `dims`: a training step (training mode,
+/// cross-entropy, backward, SGD state when `momentum` is not 0) and, in its inference
+/// pass, a prediction in eval mode.
+pub fn planner<'m>(
+    file: ModelFile<'m>,
+    dims: &[usize],
+    momentum: f32,
+) -> Planner<
+    f32,
+    TAPE,
+    impl Fn(&mut Graph<'static, f32, TAPE>) -> Result<Model<'m>> + 'm,
+    impl Fn(&mut Graph<'static, f32, TAPE>, &Model<'m>, usize, usize) -> Result<Tensor>,
+> {
+    let dims = dims.to_vec();
+    Planner::new(
+        move |g: &mut Graph<'static, f32, TAPE>| {
+            let m = Model::new(g, file).map_err(Error::from)?;
+            if momentum != 0.0 {
+                Sgd::new(g, 0.01, momentum, 0.0)?;
+            }
+            Ok(m)
+        },
+        move |g: &mut Graph<'static, f32, TAPE>, m: &Model<'m>, h: usize, w: usize| {
+            g.set_training(g.grad_enabled());
+            let x = g.input(&sized(&dims, h, w), &[])?;
+            let y = m.forward(g, &[x]).map_err(Error::from)?;
+            let n = target_count(g, y)?;
+            loss(g, y, &vec![0; n])
+        },
+    )
+}
+
+/// The plan at the given dims (the H and W of an NCHW input, the L of an NCL one).
+pub fn plan_at(file: ModelFile<'_>, dims: &[usize], momentum: f32) -> std::result::Result<Plan, String> {
+    let (h, w) = hw(dims);
+    planner(file, dims, momentum)
+        .plan(h, w)
+        .map_err(|e| format!("plan at {dims:?}: {e}"))
+}
+
+/// The planner's `(h, w)` of an input size.
+pub fn hw(dims: &[usize]) -> (usize, usize) {
+    match dims {
+        [_, _, l] => (1, *l),
+        [_, _, h, w] => (*h, *w),
+        _ => (1, 1),
+    }
+}
+
+pub fn run(model: &Path, input: &str, train: bool, budget: Option<&str>) -> std::result::Result<(), String> {
+    let bytes = files::read(model)?;
+    let file = files::model(model, &bytes)?;
+    let dims = args::dims(input)?;
+    let p = plan_at(file, &dims, 0.0)?;
+    let what = if train { "training step" } else { "inference" };
+    let total = if train { p.step_bytes } else { p.inference_bytes };
+    println!(
+        "{}: {what} at {input}: {} bytes",
+        model.display(),
+        Thousands(total)
+    );
+    println!(
+        "  parameters and buffers (and gradients): {} bytes",
+        Thousands(p.persistent_bytes)
+    );
+    if train {
+        println!("  forward high water: {} bytes", Thousands(p.forward_bytes));
+    }
+    println!("  tape records: {}", p.records);
+    if let Some(b) = budget {
+        let budget = args::bytes(b)?;
+        let planner = planner(file, &dims, 0.0);
+        let (h, w) = hw(&dims);
+        // Inference budgets compare the inference bytes: plan them the same way.
+        let fits = |hh: usize, ww: usize| {
+            planner
+                .plan(hh, ww)
+                .is_ok_and(|p| (if train { p.step_bytes } else { p.inference_bytes }) <= budget)
+        };
+        // The largest input of the given aspect ratio (for a sequence, the longest).
+        let best = largest(&fits, h, w);
+        match best {
+            Some((bh, bw)) => {
+                let size: Vec<String> = sized(&dims, bh, bw).iter().map(|d| d.to_string()).collect();
+                println!(
+                    "  largest input of this shape within {} bytes: {}",
+                    Thousands(budget),
+                    size.join("x")
+                );
+            }
+            None => {
+                let why = match planner.largest_square(budget) {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "no input of this aspect ratio fits".to_string(),
+                };
+                println!("  nothing fits in {} bytes: {why}", Thousands(budget));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The largest `k*h/h0 x k*w/w0` scaling of `h x w` (same aspect ratio, by the height)
+/// for which `fits` holds: doubling then bisection over the height.
+fn largest(fits: &dyn Fn(usize, usize) -> bool, h: usize, w: usize) -> Option<(usize, usize)> {
+    let at = |th: usize| (th, ((w * th + h / 2) / h).max(1));
+    let ok = |th: usize| {
+        let (a, b) = at(th);
+        fits(a, b)
+    };
+    let mut lo = (1..=h.max(1)).find(|&t| ok(t))?;
+    let mut hi = lo.saturating_mul(2);
+    while ok(hi) {
+        lo = hi;
+        hi = hi.checked_mul(2)?;
+        if hi > 1 << 20 {
+            return Some(at(lo));
+        }
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(at(lo))
+}

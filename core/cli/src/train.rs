@@ -1,0 +1,127 @@
+//! `torchlet train`: cross-entropy (mean) and SGD on the samples of a safetensors file,
+//! the model in training mode (BatchNorm batch statistics, dropout); the trained model
+//! is written as a new model file.
+
+use crate::files;
+use crate::plan::{loss, plan_at, target_count, TAPE};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use torchlet::init::Rng;
+use torchlet::model::Model;
+use torchlet::optim::Sgd;
+use torchlet::Graph;
+
+/// The command's arguments.
+pub struct Settings {
+    pub model: PathBuf,
+    pub data: PathBuf,
+    pub lr: f32,
+    pub steps: Option<usize>,
+    pub batch: usize,
+    pub momentum: f32,
+    pub seed: u64,
+    pub output: PathBuf,
+}
+
+pub fn run(s: &Settings) -> Result<(), String> {
+    let bytes = files::read(&s.model)?;
+    let file = files::model(&s.model, &bytes)?;
+    let tensors = files::read_tensors(&s.data)?;
+    let get = |name: &str| {
+        tensors.iter().find(|t| t.name == name).ok_or_else(|| {
+            format!(
+                "{}: no tensor {name:?} (x: f32 [N, ...], y: int64 [N])",
+                s.data.display()
+            )
+        })
+    };
+    let (x, y) = (get("x")?, get("y")?);
+    let n = x.shape.first().copied().unwrap_or(0);
+    if n == 0 || y.shape.first() != Some(&n) {
+        return Err(format!(
+            "{}: x has shape {:?} and y {:?}: both need the same N >= 1",
+            s.data.display(),
+            x.shape,
+            y.shape
+        ));
+    }
+    if s.batch == 0 || !(3..=4).contains(&x.shape.len()) {
+        return Err("--batch must be at least 1, and x NCHW or NCL".into());
+    }
+    let per_x = x.data.len() / n;
+    let per_y = y.data.len() / n;
+    let labels: Vec<i64> = y.data.iter().map(|v| *v as i64).collect();
+    let batch = s.batch.min(n);
+    let mut dims = x.shape.clone();
+    dims[0] = batch;
+    let plan = plan_at(file, &dims, s.momentum)?;
+    let mut arena = vec![0.0f32; plan.step_bytes.div_ceil(4) + 16];
+    let mut g: Graph<'_, f32, TAPE> = Graph::new(&mut arena);
+    let m = Model::new(&mut g, file).map_err(|e| e.to_string())?;
+    let mut sgd = Sgd::new(&mut g, s.lr, s.momentum, 0.0).map_err(|e| e.to_string())?;
+    let steps = s.steps.unwrap_or(n.div_ceil(batch));
+    let bar = ProgressBar::new(steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg} ({eta} left)")
+            .map_err(|e| e.to_string())?,
+    );
+    let mut rng = Rng::new(s.seed);
+    let mut order: Vec<usize> = (0..n).collect();
+    rng.shuffle(&mut order);
+    let (mut at, mut losses) = (0usize, Vec::with_capacity(steps));
+    for _ in 0..steps {
+        if at >= n {
+            rng.shuffle(&mut order);
+            at = 0;
+        }
+        let idx = &order[at..(at + batch).min(n)];
+        at += idx.len();
+        let xb: Vec<f32> = idx
+            .iter()
+            .flat_map(|&i| &x.data[i * per_x..(i + 1) * per_x])
+            .copied()
+            .collect();
+        let yb: Vec<i64> = idx
+            .iter()
+            .flat_map(|&i| &labels[i * per_y..(i + 1) * per_y])
+            .copied()
+            .collect();
+        dims[0] = idx.len();
+        let r = (|| {
+            g.zero_grad();
+            let xt = g.input(&dims, &xb)?;
+            let logits = m.forward(&mut g, &[xt])?;
+            if target_count(&g, logits)? != yb.len() {
+                return Err(torchlet::Error::ShapeMismatch {
+                    op: "train",
+                    what: "y holds {found} targets per batch, the model's output needs {expected}",
+                    expected: target_count(&g, logits)?,
+                    found: yb.len(),
+                });
+            }
+            let l = loss(&mut g, logits, &yb)?;
+            let v = g.data(l)?[0];
+            g.backward(l)?;
+            sgd.step(&mut g)?;
+            Ok(v)
+        })();
+        g.end_step();
+        let v = r.map_err(|e| format!("step {}: {e}", losses.len() + 1))?;
+        losses.push(v);
+        bar.set_message(format!("{v:.4}"));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let out = m.to_file_bytes(&g).map_err(|e| e.to_string())?;
+    files::write(&s.output, &out)?;
+    let k = (steps / 10).max(1);
+    let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len().max(1) as f32;
+    println!(
+        "{} steps of batch {batch}: mean loss {:.4} over the first {k} steps, {:.4} over the last {k}; wrote {}",
+        steps,
+        mean(&losses[..k.min(losses.len())]),
+        mean(&losses[losses.len().saturating_sub(k)..]),
+        s.output.display()
+    );
+    Ok(())
+}

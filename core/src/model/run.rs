@@ -10,6 +10,7 @@
 //!   ([`Graph::free`]), and a `relu` whose input nothing else reads runs in place
 //!   ([`Graph::relu_`]), as [`Sequential`](crate::nn::Sequential) does.
 
+use super::attrs::NodeAttrs;
 use super::error::{ModelResult, Site};
 use super::file::{ModelFile, TensorRecord};
 use super::format::MAX_NODE_INPUTS;
@@ -17,7 +18,7 @@ use super::in_place::f32_slice;
 use super::{DimSpec, TensorKind, ValueRef};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, Tensor, PARAM_GEN};
-use crate::ops::registry::OpSpec;
+use crate::ops::registry::{Attrs, OpSpec};
 use crate::scalar::Scalar;
 
 /// Where a tensor of the file goes in the graph.
@@ -243,7 +244,11 @@ impl<'m> Model<'m> {
                     let spec = OpSpec::<S, N>::find(n.op).ok_or(Error::Unsupported {
                         op: "model: unknown op",
                     });
-                    spec.and_then(|s| (s.call)(g, ins, &n.attrs))
+                    let attrs = InMode {
+                        attrs: &n.attrs,
+                        training: g.is_training(),
+                    };
+                    spec.and_then(|s| (s.call)(g, ins, &attrs))
                 }
             }
             .map_err(at)?;
@@ -334,5 +339,37 @@ impl<'m> Model<'m> {
             }
         }
         Ok(())
+    }
+}
+
+/// A node's attributes, with `training` (BatchNorm, dropout) taken from the graph's mode
+/// ([`Graph::set_training`]) when the node does not fix it: a loaded model follows the
+/// graph's mode as a PyTorch module follows `model.train()` / `model.eval()`.
+struct InMode<'a, 'm> {
+    attrs: &'a NodeAttrs<'m>,
+    training: bool,
+}
+
+impl Attrs for InMode<'_, '_> {
+    fn int(&self, name: &str) -> Result<Option<i64>> {
+        self.attrs.int(name)
+    }
+    fn ints(&self, name: &str, out: &mut [i64]) -> Result<Option<usize>> {
+        self.attrs.ints(name, out)
+    }
+    fn float(&self, name: &str) -> Result<Option<f64>> {
+        self.attrs.float(name)
+    }
+    fn float_at(&self, name: &str, k: usize) -> Result<Option<f64>> {
+        self.attrs.float_at(name, k)
+    }
+    fn flag(&self, name: &str) -> Result<Option<bool>> {
+        match self.attrs.flag(name)? {
+            None if name == "training" => Ok(Some(self.training)),
+            v => Ok(v),
+        }
+    }
+    fn string(&self, name: &str) -> Result<Option<&str>> {
+        self.attrs.string(name)
     }
 }

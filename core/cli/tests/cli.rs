@@ -1,0 +1,266 @@
+//! The `torchlet` command end to end on the ONNX zoo (tests/golden/onnx, made by
+//! tests/golden/make_onnx_zoo.py with PyTorch and onnxruntime): convert with both
+//! exporters' files, run equal to onnxruntime, one training step equal to PyTorch's SGD
+//! step, export under state_dict names, and errors that name what is wrong.
+
+use safetensors::{Dtype, SafeTensors};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const ZOO: [&str; 6] = ["w1", "lenet5", "mobilenetish", "unetish", "seq1d", "padresize"];
+/// The zoo models trained with cross-entropy (the loss `torchlet train` uses).
+const CE: [&str; 4] = ["w1", "lenet5", "mobilenetish", "seq1d"];
+
+fn zoo(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/golden/onnx")
+        .join(file)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("torchlet-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn torchlet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_torchlet"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = torchlet(args);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "torchlet {args:?}: {}{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    text
+}
+
+fn fails(args: &[&str]) -> String {
+    let o = torchlet(args);
+    assert!(!o.status.success(), "torchlet {args:?} should fail");
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// name -> (dtype, shape, values as f64).
+fn tensors(path: &Path) -> BTreeMap<String, (Dtype, Vec<usize>, Vec<f64>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    st.iter()
+        .map(|(name, v)| {
+            let values = match v.dtype() {
+                Dtype::F32 => v
+                    .data()
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+                    .collect(),
+                Dtype::I64 => v
+                    .data()
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
+                    .collect(),
+                d => panic!("{name}: dtype {d:?}"),
+            };
+            (name.to_string(), (v.dtype(), v.shape().to_vec(), values))
+        })
+        .collect()
+}
+
+fn write(path: &Path, items: &[(&str, Dtype, &[usize], Vec<u8>)]) {
+    let views: Vec<_> = items
+        .iter()
+        .map(|(n, d, s, b)| {
+            (
+                *n,
+                safetensors::tensor::TensorView::new(*d, s.to_vec(), b).unwrap(),
+            )
+        })
+        .collect();
+    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+fn f32_bytes(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect()
+}
+
+fn close(name: &str, got: &[f64], want: &[f64], rel: f64, abs: f64) {
+    assert_eq!(got.len(), want.len(), "{name}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= abs + rel * w.abs(), "{name}[{i}]: {g} vs {w}");
+    }
+}
+
+#[test]
+fn every_zoo_model_converts_from_both_exporters_and_runs_like_onnxruntime() {
+    for name in ZOO {
+        let refs = tensors(&zoo(&format!("{name}.ref.safetensors")));
+        // The inputs x.K at every size, some never exported.
+        let inputs: Vec<_> = refs.iter().filter(|(k, _)| k.starts_with("x.")).collect();
+        let input_file = scratch(&format!("{name}.in.safetensors"));
+        let items: Vec<_> = inputs
+            .iter()
+            .map(|(k, (_, s, v))| (k.as_str(), Dtype::F32, s.as_slice(), f32_bytes(v)))
+            .collect();
+        write(&input_file, &items);
+        for exporter in ["ts", "dyn"] {
+            let tlm = scratch(&format!("{name}.{exporter}.tlm"));
+            let onnx = zoo(&format!("{name}.{exporter}.onnx"));
+            ok(&["convert", onnx.to_str().unwrap(), tlm.to_str().unwrap()]);
+            let out = scratch(&format!("{name}.{exporter}.out.safetensors"));
+            ok(&[
+                "run",
+                tlm.to_str().unwrap(),
+                input_file.to_str().unwrap(),
+                out.to_str().unwrap(),
+            ]);
+            let outs = tensors(&out);
+            for (k, _) in &inputs {
+                let want = &refs[&k.replace("x.", "ort.")];
+                let got = &outs[k.as_str()];
+                assert_eq!(got.1, want.1, "{name} {exporter} {k}: shape");
+                close(&format!("{name} {exporter} {k}"), &got.2, &want.2, 1e-4, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_training_step_equals_pytorchs_sgd_step_and_exports_its_state_dict() {
+    for name in CE {
+        let refs = tensors(&zoo(&format!("{name}.ref.safetensors")));
+        let tlm = scratch(&format!("{name}.train.tlm"));
+        ok(&[
+            "convert",
+            zoo(&format!("{name}.ts.onnx")).to_str().unwrap(),
+            tlm.to_str().unwrap(),
+        ]);
+        let (_, xs, xv) = &refs["x.0"];
+        let (_, ts, tv) = &refs["t"];
+        let t: Vec<u8> = tv.iter().flat_map(|v| (*v as i64).to_le_bytes()).collect();
+        let data = scratch(&format!("{name}.data.safetensors"));
+        write(
+            &data,
+            &[("x", Dtype::F32, xs, f32_bytes(xv)), ("y", Dtype::I64, ts, t)],
+        );
+        let trained = scratch(&format!("{name}.trained.tlm"));
+        let batch = xs[0].to_string();
+        ok(&[
+            "train",
+            tlm.to_str().unwrap(),
+            data.to_str().unwrap(),
+            "--lr",
+            "0.1",
+            "--steps",
+            "1",
+            "--batch",
+            &batch,
+            "-o",
+            trained.to_str().unwrap(),
+        ]);
+        let st = scratch(&format!("{name}.trained.safetensors"));
+        ok(&["export", trained.to_str().unwrap(), st.to_str().unwrap()]);
+        let got = tensors(&st);
+        let want: Vec<_> = refs.iter().filter(|(k, _)| k.starts_with("sgd.")).collect();
+        assert_eq!(got.len(), want.len(), "{name}: exported {:?}", got.keys());
+        for (k, (dtype, shape, v)) in want {
+            let key = &k["sgd.".len()..];
+            let (gd, gs, gv) = &got[key];
+            assert_eq!((gd, gs), (dtype, shape), "{name} {key}");
+            if !key.ends_with("num_batches_tracked") {
+                close(&format!("{name} {key}"), gv, v, 1e-5, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn info_and_plan_report_shapes_and_bytes() {
+    let tlm = scratch("w1.info.tlm");
+    ok(&[
+        "convert",
+        zoo("w1.ts.onnx").to_str().unwrap(),
+        tlm.to_str().unwrap(),
+    ]);
+    let info = ok(&["info", tlm.to_str().unwrap(), "--input", "1x1x28x28"]);
+    assert!(info.contains("6,218 trainable"), "{info}");
+    assert!(
+        info.contains("[1, 8, 14, 14]") && info.contains("[1, 10]"),
+        "{info}"
+    );
+    let plan = ok(&[
+        "plan",
+        tlm.to_str().unwrap(),
+        "--input",
+        "1x1x28x28",
+        "--train",
+        "--budget",
+        "64KiB",
+    ]);
+    assert!(plan.contains("training step at 1x1x28x28"), "{plan}");
+    assert!(
+        plan.contains("largest input of this shape within 65,536 bytes: 1x1x"),
+        "{plan}"
+    );
+    let none = ok(&[
+        "plan",
+        tlm.to_str().unwrap(),
+        "--input",
+        "1x1x28x28",
+        "--budget",
+        "1KiB",
+    ]);
+    assert!(none.contains("parameters alone need"), "{none}");
+    let frozen = scratch("w1.frozen.tlm");
+    let out = ok(&[
+        "convert",
+        zoo("w1.ts.onnx").to_str().unwrap(),
+        frozen.to_str().unwrap(),
+        "--freeze",
+        "0.*",
+        "--freeze",
+        "3.*",
+    ]);
+    assert!(out.contains("4 frozen tensors"), "{out}");
+}
+
+#[test]
+fn refused_ops_and_bad_files_are_errors_that_name_the_cause() {
+    let tlm = scratch("lstm.tlm");
+    let e = fails(&[
+        "convert",
+        zoo("refused_lstm.onnx").to_str().unwrap(),
+        tlm.to_str().unwrap(),
+    ]);
+    assert!(e.contains("LSTM") && e.contains("not supported"), "{e}");
+    let junk = scratch("junk.tlm");
+    std::fs::write(&junk, b"TLMD not really a model").unwrap();
+    let e = fails(&["info", junk.to_str().unwrap()]);
+    assert!(e.contains("junk.tlm"), "{e}");
+    let good = scratch("w1.bad.tlm");
+    ok(&[
+        "convert",
+        zoo("w1.ts.onnx").to_str().unwrap(),
+        good.to_str().unwrap(),
+    ]);
+    let mut bytes = std::fs::read(&good).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&good, &bytes).unwrap();
+    let e = fails(&[
+        "export",
+        good.to_str().unwrap(),
+        scratch("x.safetensors").to_str().unwrap(),
+    ]);
+    assert!(
+        e.to_lowercase().contains("checksum") || e.to_lowercase().contains("crc"),
+        "{e}"
+    );
+    let e = fails(&["plan", good.to_str().unwrap(), "--input", "28x28"]);
+    assert!(!e.is_empty());
+}

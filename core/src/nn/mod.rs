@@ -10,10 +10,12 @@ use crate::ops::pool::Pool2dParams;
 use crate::scalar::Scalar;
 
 mod block;
+mod mobile_fcn;
 mod op_layer;
 mod sequential;
 
 pub use block::{Block, Cat, Residual};
+pub use mobile_fcn::{mobile_fcn, ConvBn, InvertedResidual, MobileFcn};
 pub use op_layer::{OpLayer, ParamValue, MAX_LAYER_PARAMS, MAX_LIST_LEN, MAX_WORD_LEN};
 pub use sequential::{LayerError, LayerSite, Sequential};
 

@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Trains for `epochs` and returns the held-out accuracy after each.
-fn run<S: Scalar>(epochs: usize) -> Result<Vec<f32>, Box<dyn std::error::Error>> {
+pub fn run<S: Scalar>(epochs: usize) -> Result<Vec<f32>, Box<dyn std::error::Error>> {
     let digits = Digits::load()?;
     let (train, test) = digits.split();
     let (h, w) = (train[0].h, train[0].w);

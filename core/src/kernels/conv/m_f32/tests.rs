@@ -137,6 +137,16 @@ fn depthwise_matches_generic() {
 }
 
 #[test]
+fn mobilenet_depthwise_and_pointwise_take_the_tiles() {
+    let mut rng = Rng::new(4);
+    for (c_in, c_out, k, groups) in [(32, 32, 3, 32), (16, 16, 3, 16), (16, 32, 1, 1), (32, 16, 1, 1)] {
+        let p = k / 2;
+        let g = geom(1, c_in, c_out, [14, 14], [k, k], [1, 1], [p, p], [1, 1], groups).unwrap();
+        assert_eq!(check(&mut rng, &g), ALL, "{g:?}");
+    }
+}
+
+#[test]
 fn channel_splitting_bands_and_fallbacks_match_generic() {
     let mut rng = Rng::new(5);
     let cases = [

@@ -16,7 +16,9 @@ Writes into tests/golden/onnx/:
                       mode) and onnxruntime's `ort.K` for the TorchScript file, and, after one
                       SGD step (lr 0.1, cross-entropy or mean-square loss as listed, model in
                       training mode on `x.0`, targets `t`), the updated state_dict as `sgd.NAME`;
-  - refused_lstm.onnx  a tiny model with an LSTM node (the importer must refuse it by name).
+  - refused_lstm.onnx, refused_scale.onnx  tiny models with an LSTM node and with arithmetic
+                      on a constant (the importer must refuse them by node); `--refused-only`
+                      writes just these.
 Seeds are fixed; outputs of reruns can differ in the last bits across torch versions.
 """
 import os
@@ -254,10 +256,27 @@ def refused():
         def forward(self, x):
             return self.rnn(x)[0]
 
+    class Scale(nn.Module):
+        """x * 2 + 1 after a conv: arithmetic with a constant, which the importer refuses."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 2, 3)
+
+        def forward(self, x):
+            return self.conv(x) * 2.0 + 1.0
+
     torch.manual_seed(0)
     torch.onnx.export(Rnn().eval(), (torch.randn(1, 5, 3),), os.path.join(OUT, "refused_lstm.onnx"),
+                      dynamo=False, opset_version=13, input_names=["input"])
+    torch.onnx.export(Scale().eval(), (torch.randn(1, 1, 6, 6),), os.path.join(OUT, "refused_scale.onnx"),
                       dynamo=False, opset_version=13, input_names=["input"])
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    if sys.argv[1:] == ["--refused-only"]:
+        os.makedirs(OUT, exist_ok=True)
+        refused()
+    else:
+        main()

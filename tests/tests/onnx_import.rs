@@ -240,6 +240,18 @@ fn refused_ops_name_the_node_and_op_type() {
 }
 
 #[test]
+fn arithmetic_with_a_constant_is_refused_with_the_reason() {
+    let e = load("refused_scale.onnx", &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "node 2 (Mul \"/Mul\"): Mul with a constant is not supported \
+         (only between two computed tensors of one shape)"
+    );
+}
+
+#[test]
 fn missing_external_data_is_an_error_naming_the_file() {
     let bytes = std::fs::read(golden("w1.dyn.onnx")).unwrap();
     let e = import(&bytes, None, &Options::default()).unwrap_err().to_string();

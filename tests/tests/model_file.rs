@@ -149,7 +149,7 @@ fn a_model_with_shared_values_two_outputs_and_every_attribute_kind_runs_as_direc
 // ---- an independent writer, from the layout table in the docs -----------------------
 
 fn pad4(v: &mut Vec<u8>) {
-    while v.len() % 4 != 0 {
+    while !v.len().is_multiple_of(4) {
         v.push(0);
     }
 }
@@ -537,4 +537,44 @@ fn encode_refuses_what_the_parser_would_naming_the_place() {
         encode(&s).unwrap_err().error,
         Error::ShapeMismatch { .. }
     ));
+}
+
+#[test]
+fn a_shape_that_cannot_work_is_found_at_load_naming_its_node() {
+    let bytes = encode(&small()).unwrap();
+    Model::check::<f32, TAPE>(ModelFile::parse(&bytes).unwrap()).unwrap();
+    // A 7x6 output from a 3x3 input is fine; a 4x4 max pool after a 3x3 conv is not.
+    let mut spec = small();
+    spec.nodes.insert(
+        1,
+        node(
+            "max_pool2d",
+            "pool",
+            &[ValueRef::Node(0)],
+            vec![("kernel_size", AttrValue::Int(4))],
+        ),
+    );
+    for n in &mut spec.nodes[2..] {
+        for r in n.inputs.iter_mut().flatten() {
+            if let ValueRef::Node(k) = r {
+                *k += usize::from(*k >= 1);
+            }
+        }
+    }
+    spec.nodes[2].inputs[0] = Some(ValueRef::Node(1));
+    for r in &mut spec.outputs {
+        if let ValueRef::Node(k) = r {
+            *k += 1;
+        }
+    }
+    let bytes = encode(&spec).unwrap();
+    let e = Model::check::<f32, TAPE>(ModelFile::parse(&bytes).unwrap()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("node 1 (max_pool2d \"pool\"): max_pool2d:"),
+        "{e}"
+    );
+    // Too small a tape is found too.
+    let e = Model::check::<f32, 4>(ModelFile::parse(&bytes).unwrap()).unwrap_err();
+    assert!(matches!(e.error, Error::TapeFull { .. }), "{e}");
 }

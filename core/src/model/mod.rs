@@ -2,8 +2,8 @@
 //! buffers, PyTorch names), read zero-copy, and a [`Model`] that runs its graph on the
 //! ordinary define-by-run tape, calling every op by its registry name.
 //!
-//! - [`spec`] (`std`) is the model as host data, which an importer produces;
-//!   [`encode`] (`std`) checks it and writes the file.
+//! - `spec` (`std`) is the model as host data, which an importer produces;
+//!   `encode` (`std`) checks it and writes the file.
 //! - [`ModelFile::parse`] checks a file once (length, magic, version, CRC-32, the
 //!   bounds of every record, that every node reads only earlier values, that every op
 //!   name is in [`OpSpec::ALL`](crate::ops::registry::OpSpec::ALL), every attribute

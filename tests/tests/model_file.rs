@@ -578,3 +578,37 @@ fn a_shape_that_cannot_work_is_found_at_load_naming_its_node() {
     let e = Model::check::<f32, 4>(ModelFile::parse(&bytes).unwrap()).unwrap_err();
     assert!(matches!(e.error, Error::TapeFull { .. }), "{e}");
 }
+
+#[test]
+fn a_loss_node_reads_its_targets_as_a_list_of_ints_or_floats() {
+    use ValueRef::{Input as I, Node as N, Tensor as T};
+    for target in [AttrValue::Ints(vec![3, 1]), AttrValue::Floats(vec![3.0, 1.0])] {
+        let spec = GraphSpec {
+            inputs: vec![InputSpec {
+                name: "x".into(),
+                dims: vec![DimSpec::Fixed(2), DimSpec::Fixed(3)],
+            }],
+            tensors: vec![TensorSpec {
+                name: "fc.weight".into(),
+                kind: TensorKind::Param { trainable: true },
+                dims: vec![4, 3],
+                data: values(12, 2),
+            }],
+            nodes: vec![
+                node("linear", "fc", &[I(0), T(0)], vec![]),
+                node("cross_entropy", "loss", &[N(0)], vec![("target", target)]),
+            ],
+            outputs: vec![N(1)],
+        };
+        let bytes = encode(&spec).unwrap();
+        let mut arena = vec![0.0f32; 4096];
+        let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+        let m = Model::new(&mut g, ModelFile::parse(&bytes).unwrap()).unwrap();
+        let x = g.input(&[2, 3], &values(6, 4)).unwrap();
+        let loss = m.forward(&mut g, &[x]).unwrap();
+        let got = g.data(loss).unwrap()[0];
+        let y = g.linear(x, m.param(0).unwrap(), None).unwrap();
+        let want = g.cross_entropy(y, &[3, 1]).unwrap();
+        assert_eq!(got.to_bits(), g.data(want).unwrap()[0].to_bits());
+    }
+}

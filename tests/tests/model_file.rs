@@ -299,6 +299,9 @@ fn the_layout_table_is_what_encode_writes() {
         outputs: vec![ValueRef::Node(1)],
     };
     assert_eq!(encode(&spec).unwrap(), good());
+    assert_eq!(ModelFile::parse(&good()).unwrap().to_spec(), spec);
+    let s = small();
+    assert_eq!(ModelFile::parse(&encode(&s).unwrap()).unwrap().to_spec(), s);
     let g = good();
     let f = ModelFile::parse(&g).unwrap();
     assert_eq!(f.nodes().map(|n| n.op).collect::<Vec<_>>(), ["conv2d", "relu"]);

@@ -5,7 +5,7 @@
 //!
 //! | layer | modules | what it does |
 //! |---|---|---|
-//! | conveniences | [`nn`], [`optim`], [`init`] | layers and [`nn::Sequential`], SGD and Adam, seeded init |
+//! | conveniences | [`nn`], [`model`], [`optim`], [`init`], [`io`] | layers and [`nn::Sequential`], model files run by op name ([`model::Model`]), SGD and Adam, seeded init, weights files |
 //! | recording | [`Graph`] | inputs, parameters, op calls, [`Graph::backward`], meta planning |
 //! | ops | [`ops`] | validate, shape rule, allocate, call the kernel, backward rule |
 //! | memory | [`Arena`], [`Shape`] | one caller buffer, two ends, exact high-water mark |

@@ -258,6 +258,8 @@ pub fn model_load(data: &[u8]) {
     let Ok(file) = torchlet::model::ModelFile::parse(&bytes) else {
         return;
     };
+    // Every file that parses is what encode writes for its spec, and nothing else.
+    assert_eq!(torchlet::model::encode(&file.to_spec()).unwrap(), bytes);
     for n in file.nodes() {
         let _ = (n.inputs().count(), n.attrs.iter().count());
     }

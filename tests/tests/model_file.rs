@@ -149,7 +149,7 @@ fn a_model_with_shared_values_two_outputs_and_every_attribute_kind_runs_as_direc
 // ---- an independent writer, from the layout table in the docs -----------------------
 
 fn pad4(v: &mut Vec<u8>) {
-    while v.len() % 4 != 0 {
+    while !v.len().is_multiple_of(4) {
         v.push(0);
     }
 }
@@ -299,6 +299,9 @@ fn the_layout_table_is_what_encode_writes() {
         outputs: vec![ValueRef::Node(1)],
     };
     assert_eq!(encode(&spec).unwrap(), good());
+    assert_eq!(ModelFile::parse(&good()).unwrap().to_spec(), spec);
+    let s = small();
+    assert_eq!(ModelFile::parse(&encode(&s).unwrap()).unwrap().to_spec(), s);
     let g = good();
     let f = ModelFile::parse(&g).unwrap();
     assert_eq!(f.nodes().map(|n| n.op).collect::<Vec<_>>(), ["conv2d", "relu"]);
@@ -537,4 +540,78 @@ fn encode_refuses_what_the_parser_would_naming_the_place() {
         encode(&s).unwrap_err().error,
         Error::ShapeMismatch { .. }
     ));
+}
+
+#[test]
+fn a_shape_that_cannot_work_is_found_at_load_naming_its_node() {
+    let bytes = encode(&small()).unwrap();
+    Model::check::<f32, TAPE>(ModelFile::parse(&bytes).unwrap()).unwrap();
+    // A 7x6 output from a 3x3 input is fine; a 4x4 max pool after a 3x3 conv is not.
+    let mut spec = small();
+    spec.nodes.insert(
+        1,
+        node(
+            "max_pool2d",
+            "pool",
+            &[ValueRef::Node(0)],
+            vec![("kernel_size", AttrValue::Int(4))],
+        ),
+    );
+    for n in &mut spec.nodes[2..] {
+        for r in n.inputs.iter_mut().flatten() {
+            if let ValueRef::Node(k) = r {
+                *k += usize::from(*k >= 1);
+            }
+        }
+    }
+    spec.nodes[2].inputs[0] = Some(ValueRef::Node(1));
+    for r in &mut spec.outputs {
+        if let ValueRef::Node(k) = r {
+            *k += 1;
+        }
+    }
+    let bytes = encode(&spec).unwrap();
+    let e = Model::check::<f32, TAPE>(ModelFile::parse(&bytes).unwrap()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("node 1 (max_pool2d \"pool\"): max_pool2d:"),
+        "{e}"
+    );
+    // Too small a tape is found too.
+    let e = Model::check::<f32, 4>(ModelFile::parse(&bytes).unwrap()).unwrap_err();
+    assert!(matches!(e.error, Error::TapeFull { .. }), "{e}");
+}
+
+#[test]
+fn a_loss_node_reads_its_targets_as_a_list_of_ints_or_floats() {
+    use ValueRef::{Input as I, Node as N, Tensor as T};
+    for target in [AttrValue::Ints(vec![3, 1]), AttrValue::Floats(vec![3.0, 1.0])] {
+        let spec = GraphSpec {
+            inputs: vec![InputSpec {
+                name: "x".into(),
+                dims: vec![DimSpec::Fixed(2), DimSpec::Fixed(3)],
+            }],
+            tensors: vec![TensorSpec {
+                name: "fc.weight".into(),
+                kind: TensorKind::Param { trainable: true },
+                dims: vec![4, 3],
+                data: values(12, 2),
+            }],
+            nodes: vec![
+                node("linear", "fc", &[I(0), T(0)], vec![]),
+                node("cross_entropy", "loss", &[N(0)], vec![("target", target)]),
+            ],
+            outputs: vec![N(1)],
+        };
+        let bytes = encode(&spec).unwrap();
+        let mut arena = vec![0.0f32; 4096];
+        let mut g: Graph<f32, TAPE> = Graph::new(&mut arena);
+        let m = Model::new(&mut g, ModelFile::parse(&bytes).unwrap()).unwrap();
+        let x = g.input(&[2, 3], &values(6, 4)).unwrap();
+        let loss = m.forward(&mut g, &[x]).unwrap();
+        let got = g.data(loss).unwrap()[0];
+        let y = g.linear(x, m.param(0).unwrap(), None).unwrap();
+        let want = g.cross_entropy(y, &[3, 1]).unwrap();
+        assert_eq!(got.to_bits(), g.data(want).unwrap()[0].to_bits());
+    }
 }

@@ -56,6 +56,9 @@ pub fn cat_forward<S: Scalar>(
     y: &mut [S],
 ) {
     let (na, nb) = (la * inner, lb * inner);
+    if na + nb == 0 {
+        return; // an empty output (a zero-sized dim): nothing to copy
+    }
     for (o, row) in y.chunks_exact_mut(na + nb).take(outer).enumerate() {
         row[..na].copy_from_slice(&a[o * na..(o + 1) * na]);
         row[na..].copy_from_slice(&b[o * nb..(o + 1) * nb]);
@@ -65,6 +68,9 @@ pub fn cat_forward<S: Scalar>(
 /// `g += ` the part of `gy` that came from one side of a cat: `len` of each row of
 /// `row` elements, starting at `start`.
 pub fn cat_backward<S: Scalar>(row: usize, start: usize, len: usize, gy: &[S], g: &mut [S]) {
+    if len == 0 || row == 0 {
+        return; // nothing flows back to an empty side
+    }
     for (gr, yr) in g.chunks_exact_mut(len).zip(gy.chunks_exact(row)) {
         for (d, &v) in gr.iter_mut().zip(&yr[start..start + len]) {
             *d += v;

@@ -188,6 +188,8 @@ impl Attrs for NodeAttrs<'_> {
                 }
                 Ok(Some(l.len()))
             }
+            // Asked only for its length (`out` empty), as the targets of a loss are.
+            Some(Attr::Floats(l)) if out.is_empty() || l.is_empty() => Ok(Some(l.len())),
             Some(_) => Err(wrong("parameter must be an integer or a list of integers")),
         }
     }

@@ -3,8 +3,9 @@
 //! writes the layout of [`crate::model`].
 
 use super::error::{ModelResult, Site};
+use super::file::{Attr, ModelFile};
 use super::format::*;
-use super::spec::{AttrValue, GraphSpec};
+use super::spec::{AttrValue, GraphSpec, InputSpec, NodeSpec, TensorSpec};
 use super::{DimSpec, TensorKind, ValueRef};
 use crate::error::Error;
 use crate::io::crc32;
@@ -238,4 +239,47 @@ pub fn encode(spec: &GraphSpec) -> ModelResult<'_, Vec<u8>> {
     let crc = crc32(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
+}
+
+impl ModelFile<'_> {
+    /// The file as host data again (`std`): `encode(&file.to_spec())` gives back the
+    /// same bytes (for tools that list or edit a model).
+    pub fn to_spec(&self) -> GraphSpec {
+        let value = |a: Attr<'_>| match a {
+            Attr::Int(v) => AttrValue::Int(v),
+            Attr::Ints(l) => AttrValue::Ints((0..l.len()).filter_map(|k| l.int(k)).collect()),
+            Attr::Float(v) => AttrValue::Float(v),
+            Attr::Floats(l) => AttrValue::Floats((0..l.len()).filter_map(|k| l.float(k)).collect()),
+            Attr::Flag(b) => AttrValue::Flag(b),
+            Attr::Str(s) => AttrValue::Str(s.into()),
+        };
+        GraphSpec {
+            inputs: self
+                .inputs()
+                .map(|i| InputSpec {
+                    name: i.name.into(),
+                    dims: i.dims().to_vec(),
+                })
+                .collect(),
+            tensors: self
+                .tensors()
+                .map(|t| TensorSpec {
+                    name: t.name.into(),
+                    kind: t.kind,
+                    dims: t.shape.dims().to_vec(),
+                    data: t.values().collect(),
+                })
+                .collect(),
+            nodes: self
+                .nodes()
+                .map(|n| NodeSpec {
+                    op: n.op.into(),
+                    name: n.name.into(),
+                    inputs: n.inputs().collect(),
+                    attrs: n.attrs.iter().map(|a| (a.name.into(), value(a.value))).collect(),
+                })
+                .collect(),
+            outputs: self.outputs().collect(),
+        }
+    }
 }

@@ -2,8 +2,9 @@
 //! buffers, PyTorch names), read zero-copy, and a [`Model`] that runs its graph on the
 //! ordinary define-by-run tape, calling every op by its registry name.
 //!
-//! - [`spec`] (`std`) is the model as host data, which an importer produces;
-//!   [`encode`] (`std`) checks it and writes the file.
+//! - `spec` (`std`) is the model as host data, which an importer produces;
+//!   `encode` (`std`) checks it and writes the file; `ModelFile::to_spec` (`std`)
+//!   reads it back (`encode(&file.to_spec())` is the file's bytes again).
 //! - [`ModelFile::parse`] checks a file once (length, magic, version, CRC-32, the
 //!   bounds of every record, that every node reads only earlier values, that every op
 //!   name is in [`OpSpec::ALL`](crate::ops::registry::OpSpec::ALL), every attribute
@@ -17,7 +18,10 @@
 //!   in order through [`OpSpec::find`](crate::ops::registry::OpSpec::find), reading
 //!   each node's attributes in place; it frees every intermediate value after its last
 //!   use and runs a ReLU in place when it can, as [`Sequential`](crate::nn::Sequential)
-//!   does, so a loaded W1 plans to the byte as the hand-written one.
+//!   does, so a loaded W1 plans to the byte as the hand-written one. The node table
+//!   takes `N` entries of the graph's tape capacity on the stack (no allocation).
+//!   [`Model::check`] runs the graph once on a meta graph at the smallest declared
+//!   input, so a shape that cannot work is found at load, naming its node.
 //! - Saving: [`Model::write_file`] writes the file again with the graph's current
 //!   values (same layout, new checksum); [`Model::write_weights`] writes them as
 //!   [`crate::io`] weights with their PyTorch names.

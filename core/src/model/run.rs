@@ -275,6 +275,33 @@ impl<'m> Model<'m> {
         Ok(())
     }
 
+    /// Checks that the model runs at the smallest input sizes it declares: builds it
+    /// on a meta graph with room for `N` records and runs a forward pass with
+    /// gradients on, so a shape that cannot work (a linear layer whose in-features
+    /// do not match, a pool larger than its input) is an error naming its node before
+    /// any data exists.
+    pub fn check<S: Scalar, const N: usize>(file: ModelFile<'m>) -> ModelResult<'m, ()> {
+        let mut g: Graph<'_, S, N> = Graph::meta(usize::MAX);
+        let m = Model::new(&mut g, file)?;
+        let mut xs = [Tensor {
+            id: 0,
+            gen: PARAM_GEN,
+        }; MAX_NODE_INPUTS];
+        if file.num_inputs() > xs.len() {
+            return Err(Site::File.error(Error::Unsupported {
+                op: "model check: more than 8 graph inputs",
+            }));
+        }
+        for (x, rec) in xs.iter_mut().zip(file.inputs()) {
+            let site = Site::Input {
+                index: rec.index,
+                name: rec.name,
+            };
+            *x = g.input(rec.min_shape().dims(), &[]).map_err(|e| site.error(e))?;
+        }
+        m.forward(&mut g, &xs[..file.num_inputs()]).map(|_| ())
+    }
+
     fn value(&self, r: ValueRef, inputs: &[Tensor], table: &[Slot]) -> Result<Tensor> {
         let gone = Error::InvalidState {
             what: "model: a value was freed before its last reader (engine bug)",

@@ -82,7 +82,7 @@ fn log_pass(what: &str, st: &PassStats) {
 
 fn run() -> Result<bool, Error> {
     if !small_mem::self_check() {
-        defmt::error!("memcpy/memmove self-check failed");
+        defmt::error!("memcpy/memmove/memclr self-check failed");
         return Ok(false);
     }
     if !small_div::self_check() {

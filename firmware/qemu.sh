@@ -6,7 +6,8 @@
 #
 # The machine follows the ELF: thumbv7em-none-eabihf runs on mps2-an386 (Cortex-M4F);
 # thumbv6m-none-eabi on the micro:bit, or on mps2-an385 when the program was linked for
-# its 4 MiB of RAM (feature mps2-an385: the stack starts at the end of RAM).
+# its 4 MiB of RAM (feature mps2-an385: the stack starts at the end of RAM). Any
+# profile's build (release, m0-size, m0-bench): only the target directory counts.
 # -icount shift=6 makes SysTick count instructions (one tick = 0.625 instructions on the
 # MPS2 boards, see src/counter.rs); sleep=off lets virtual time run ahead of the wall
 # clock (without it a run takes about 40x longer). QEMU_TIMEOUT (seconds, default 600)

@@ -20,7 +20,7 @@ echo "--- builds" >&2
 cargo build --release -q
 cargo build --release -q --features small-kernels --target-dir target/small-kernels \
     --bin w1_train_size --bin kernel_bench --bin fault
-cargo build --release -q --target thumbv6m-none-eabi --bin finetune_m0
+cargo build --profile m0-size -q --target thumbv6m-none-eabi --bin finetune_m0
 cargo build --profile m0-bench -q --target thumbv6m-none-eabi --features mps2-an385 "${m0[@]/#/--bin=}"
 
 # run NAME ELF: runs the program, keeps its log in $logs/NAME.log, fails unless it exits 0.
@@ -40,7 +40,7 @@ run w1_step $m4/w1_step
 run kernel_bench $m4/kernel_bench
 run w1_train_size $m4/w1_train_size
 run kernel_bench-small target/small-kernels/thumbv7em-none-eabihf/release/kernel_bench
-run finetune_m0 target/thumbv6m-none-eabi/release/finetune_m0
+run finetune_m0 target/thumbv6m-none-eabi/m0-size/finetune_m0
 for b in "${m0[@]}"; do run "$b" "target/thumbv6m-none-eabi/m0-bench/$b"; done
 echo "--- size-report.sh" >&2
 M0_LOG=$logs/finetune_m0.log bash size-report.sh "$logs/size-report.txt" >&2
@@ -74,7 +74,7 @@ tmp=$(mktemp)
     section "The smallest W1 training program (engine code size)" \
         "cargo run --release --bin w1_train_size" "$logs/w1_train_size.log"
     section "Fine-tuning on the Cortex-M0 (Q16.16) in 16 KiB of RAM" \
-        "cargo run --release --target thumbv6m-none-eabi --bin finetune_m0" "$logs/finetune_m0.log"
+        "cargo run --profile m0-size --target thumbv6m-none-eabi --bin finetune_m0" "$logs/finetune_m0.log"
     for b in "${m0[@]}"; do
         case "$b" in
             m0_determinism) title="Fixed-point determinism run on the Cortex-M0 (hash shared with x86_64 and wasm32)" ;;

@@ -19,14 +19,15 @@ size="$bin/llvm-size"
 nm="$bin/llvm-nm"
 [ -x "$size" ] || { echo "llvm-size missing: rustup component add llvm-tools" >&2; exit 1; }
 
-# program target flash-budget ram-budget (bytes; '-' = no budget)
+# program target flash-budget ram-budget [profile] (bytes; '-' = no budget; profile
+# default release: finetune_m0 is built at m0-size, opt-level "z", see Cargo.toml)
 programs=(
     "w1_step thumbv7em-none-eabihf 131072 -"
     "w1_train_size thumbv7em-none-eabihf 131072 -"
     "finetune thumbv7em-none-eabihf 131072 -"
     "bad_input thumbv7em-none-eabihf 131072 -"
     "kernel_bench thumbv7em-none-eabihf 131072 -"
-    "finetune_m0 thumbv6m-none-eabi 65536 16384"
+    "finetune_m0 thumbv6m-none-eabi 65536 16384 m0-size"
 )
 # finetune_m0 (Cortex-M0, micro:bit): RAM = data + bss + the stack's painted high-water
 # mark, read from the program's own log (target/qemu-finetune_m0.log, written by
@@ -35,14 +36,16 @@ programs=(
 m0_log=${M0_LOG:-target/qemu-finetune_m0.log}
 
 {
-    echo "# torchlet firmware sizes: release profile (opt-level \"s\", fat LTO, panic abort)"
+    echo "# torchlet firmware sizes: release profile (opt-level \"s\", fat LTO, panic abort);"
+    echo "# finetune_m0 at profile m0-size (the same with opt-level \"z\")"
     echo "# made by firmware/size-report.sh with llvm-size; flash = text + data, RAM = data + bss"
     echo "# (+ the painted stack high-water for thumbv6m, from the program's log)"
     printf '%-14s %-22s %9s %9s %12s %10s  %s\n' program target flash ram flash-budget ram-budget verdict
     for p in "${programs[@]}"; do
-        read -r name target fbud rbud <<<"$p"
-        elf="target/$target/release/$name"
-        [ -f "$elf" ] || { echo "missing $elf (cargo build --release --target $target)" >&2; exit 1; }
+        read -r name target fbud rbud prof <<<"$p"
+        prof=${prof:-release}
+        elf="target/$target/$prof/$name"
+        [ -f "$elf" ] || { echo "missing $elf (cargo build --profile $prof --target $target)" >&2; exit 1; }
         read -r text data bss _ < <("$size" "$elf" | tail -n 1)
         flash=$((text + data)) ram=$((data + bss)) verdict=ok
         if [ "$target" = thumbv6m-none-eabi ]; then

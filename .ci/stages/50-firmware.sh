@@ -24,17 +24,19 @@ cargo build --release -q --features small-kernels --target-dir target/small-kern
     --bin w1_train_size --bin kernel_bench --bin fault
 
 echo "--- clippy / build (thumbv6m-none-eabi: the Cortex-M0 programs)"
-cargo clippy --release -q --target thumbv6m-none-eabi --bin finetune_m0 -- -D warnings
+cargo clippy --profile m0-size -q --target thumbv6m-none-eabi --bin finetune_m0 -- -D warnings
 cargo clippy --profile m0-bench -q --target thumbv6m-none-eabi --features mps2-an385 --bins -- -D warnings
-cargo build --release -q --target thumbv6m-none-eabi --bin finetune_m0
+# finetune_m0 at its own profile m0-size (opt-level "z", Cargo.toml): 64 KiB of flash.
+cargo build --profile m0-size -q --target thumbv6m-none-eabi --bin finetune_m0
 
 # run_bin BIN [TARGET [STATUS]]: runs the program in QEMU (qemu.sh, the runner of
 # .cargo/config.toml, under a 300 s timeout), keeps the decoded log, fails unless it
 # exits with STATUS (default 0).
-# With DIR set (a --target-dir), runs DIR's build and logs to target/qemu-$bin$SUFFIX.log.
+# With DIR set (a --target-dir), runs DIR's build and logs to target/qemu-$bin$SUFFIX.log;
+# with PROFILE set, that profile's build (default release).
 run_bin() {
     local bin=$1 target=${2:-thumbv7em-none-eabihf} want=${3:-0}
-    local elf="${DIR:-target}/$target/release/$bin" log="target/qemu-$bin${SUFFIX:-}.log" rc=0 t0=$SECONDS
+    local elf="${DIR:-target}/$target/${PROFILE:-release}/$bin" log="target/qemu-$bin${SUFFIX:-}.log" rc=0 t0=$SECONDS
     set +e
     QEMU_TIMEOUT=300 bash qemu.sh "$elf" >"$log" 2>&1
     rc=$?
@@ -92,7 +94,7 @@ DIR=target/small-kernels SUFFIX=-small run_bin kernel_bench
 expect kernel_bench-small 'all W1 conv passes at 28x28: [0-9]+ MACs, [0-9]+ instructions, [0-9.]+ instructions/MAC'
 
 echo "--- finetune_m0: Q16 head fine-tuning in 16 KiB of RAM (M0, microbit)"
-run_bin finetune_m0 thumbv6m-none-eabi
+PROFILE=m0-size run_bin finetune_m0 thumbv6m-none-eabi
 expect finetune_m0 '[0-9]+ distinct sample sizes planned'
 expect finetune_m0 'a 200x200 sample would be skipped: the planner finds no size that fits the arena'
 expect finetune_m0 'epoch 1 step 0 [0-9]+x[0-9]+ used at [0-9]+x[0-9]+: loss [0-9.]+, arena [0-9]+ bytes \(plan [0-9]+\)'

@@ -27,6 +27,8 @@ use torchlet_firmware::w1_head::{
 };
 use torchlet_firmware::{assets::Samples, code, exit, stack};
 
+#[path = "../small_div.rs"]
+mod small_div;
 #[path = "../small_mem.rs"]
 mod small_mem;
 
@@ -80,7 +82,11 @@ fn log_pass(what: &str, st: &PassStats) {
 
 fn run() -> Result<bool, Error> {
     if !small_mem::self_check() {
-        defmt::error!("memcpy/memmove self-check failed");
+        defmt::error!("memcpy/memmove/memclr self-check failed");
+        return Ok(false);
+    }
+    if !small_div::self_check() {
+        defmt::error!("integer division self-check failed");
         return Ok(false);
     }
     let samples = Samples::parse(SAMPLES)?;

@@ -13,8 +13,6 @@
 //! The arena stays allocated after the run (the graph borrows it for `'static`); a
 //! program that runs twice needs the heap for both arenas.
 
-extern crate alloc;
-
 use crate::assets::{Sample, Samples};
 use crate::counter;
 use crate::heap::CountingHeap;
@@ -59,13 +57,16 @@ impl StepStats {
     }
 }
 
-/// Runs the fine-tuning on the samples file `bytes`. `build` creates the network's
-/// parameters in a graph: in the meta graphs of the plans and in the real one (with
-/// its values there); `loaded` runs once on the real graph after the network and the
-/// optimizer state exist (load weights, log). Returns whether every check held.
+/// Runs the fine-tuning on the samples file `bytes`. `take_arena(words)` allocates
+/// the arena from `heap` (the program's global allocator: this library links no
+/// `alloc`). `build` creates the network's parameters in a graph: in the meta graphs
+/// of the plans and in the real one (with its values there); `loaded` runs once on the
+/// real graph after the network and the optimizer state exist (load weights, log).
+/// Returns whether every check held.
 pub fn run<M: Net>(
     bytes: &[u8],
     heap: &CountingHeap,
+    take_arena: impl FnOnce(usize) -> &'static mut [f32],
     s: Settings,
     build: impl Fn(&mut Graph<'static, f32, TAPE>) -> Result<M, Error>,
     loaded: impl FnOnce(&mut Graph<'static, f32, TAPE>) -> Result<(), Error>,
@@ -100,7 +101,7 @@ pub fn run<M: Net>(
     );
 
     // The one allocation: the arena, as large as the plan says.
-    let arena: &'static mut [f32] = alloc::vec![0.0f32; largest / 4].leak();
+    let arena = take_arena(largest / 4);
     let mut g: Graph<'static, f32, TAPE> = Graph::new(arena);
     let net = build(&mut g)?;
     let mut model = Model::with_net(&mut g, net, recipe)?;

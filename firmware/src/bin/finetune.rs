@@ -10,6 +10,8 @@
 #![no_std]
 #![no_main]
 
+extern crate alloc;
+
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
 use torchlet::init::Rng;
@@ -53,7 +55,12 @@ fn run() -> Result<bool, Error> {
         );
         Ok(())
     };
-    finetune::run(SAMPLES, &HEAP, settings, build, load)
+    finetune::run(SAMPLES, &HEAP, take_arena, settings, build, load)
+}
+
+/// The arena, from the heap: `words` zeroed `f32`s, kept for the rest of the run.
+fn take_arena(words: usize) -> &'static mut [f32] {
+    alloc::vec![0.0f32; words].leak()
 }
 
 #[entry]

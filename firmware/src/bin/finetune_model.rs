@@ -16,6 +16,8 @@
 #![no_std]
 #![no_main]
 
+extern crate alloc;
+
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
 use torchlet::model::{Model, ModelFile, Placement, TensorRecord};
@@ -109,7 +111,7 @@ fn run() -> Result<bool, Error> {
         );
         Ok(())
     };
-    let full_ok = finetune::run(SAMPLES, &HEAP, settings, build, loaded)?;
+    let full_ok = finetune::run(SAMPLES, &HEAP, take_arena, settings, build, loaded)?;
 
     // The same run again from the file's weights, training only the classifier, the
     // frozen convolutions read in place from flash.
@@ -130,8 +132,13 @@ fn run() -> Result<bool, Error> {
         );
         Ok(())
     };
-    let head_ok = finetune::run(SAMPLES, &HEAP, settings, build, loaded)?;
+    let head_ok = finetune::run(SAMPLES, &HEAP, take_arena, settings, build, loaded)?;
     Ok(full_ok && head_ok)
+}
+
+/// The arena, from the heap: `words` zeroed `f32`s, kept for the rest of the run.
+fn take_arena(words: usize) -> &'static mut [f32] {
+    alloc::vec![0.0f32; words].leak()
 }
 
 #[entry]

@@ -36,6 +36,7 @@ run() {
 }
 m4=target/thumbv7em-none-eabihf/release
 run finetune $m4/finetune
+run finetune_model $m4/finetune_model
 run w1_step $m4/w1_step
 run kernel_bench $m4/kernel_bench
 run w1_train_size $m4/w1_train_size
@@ -64,6 +65,8 @@ tmp=$(mktemp)
     echo "(README.md: Counting instructions): instructions, not cycles, identical run to run."
     section "Fine-tuning on the Cortex-M4F (f32)" \
         "cargo run --release --bin finetune" "$logs/finetune.log"
+    section "Fine-tuning a network from a model file on the Cortex-M4F (f32; W1 from PyTorch via ONNX)" \
+        "cargo run --release --bin finetune_model" "$logs/finetune_model.log"
     section "One W1 training step on the Cortex-M4F" \
         "cargo run --release --bin w1_step" "$logs/w1_step.log"
     section "f32 conv kernels on the Cortex-M4F: instructions per MAC" \

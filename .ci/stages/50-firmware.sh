@@ -69,6 +69,33 @@ expect finetune 'heap: 1 allocation\(s\) in total'
 expect finetune 'held-out accuracy: before [0-9]+/[0-9]+, after [0-9]+/[0-9]+ \(required: \+[0-9]+ points\)'
 expect finetune 'PASS finetune'
 
+echo "--- finetune_model: the same fine-tuning, the network from a model file in flash (M4F)"
+# The committed model file is what `torchlet convert` makes of the committed ONNX export.
+(cd .. && OUT=firmware/target/w1_pretrained.tlm bash firmware/make_w1_model.sh --convert-only)
+cmp target/w1_pretrained.tlm assets/w1_pretrained.tlm ||
+    { echo "FAIL: assets/w1_pretrained.tlm is not what make_w1_model.sh --convert-only makes" >&2; exit 1; }
+run_bin finetune_model
+expect finetune_model 'model file: [0-9]+ bytes of flash \(CRC-32 ok\), 1 inputs, 8 tensors, 11 nodes'
+expect finetune_model 'plan 28x28 training step: all parameters train [0-9]+ bytes; classifier only, frozen in RAM [0-9]+ bytes; classifier only, frozen read in place from flash [0-9]+ bytes'
+expect finetune_model 'steps whose high-water differed from the plan: 0$'
+expect finetune_model 'second run: classifier only, the convolutions frozen and read in place from flash'
+expect finetune_model 'model built from the file: 8 parameters, 6 of them read in place from flash'
+expect finetune_model 'PASS finetune_model'
+# W1 through the model file is W1: the first run (every parameter trains) must print
+# finetune's fingerprint, per-step losses, plans, high-water marks and accuracy.
+first_run() { sed '/--- second run/q' "target/qemu-$1.log" | sed -E 's/^[0-9]+ +(INFO|WARN|ERROR) +//'; }
+same() { # WHAT SED-EXPRESSION
+    local a b
+    a=$(first_run finetune | sed -nE "$2") b=$(first_run finetune_model | sed -nE "$2")
+    [ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: finetune_model's $1 differ from finetune's" >&2; exit 1; }
+    echo "finetune_model: $1 equal to finetune's ($(printf '%s\n' "$a" | wc -l) lines)"
+}
+same "weights fingerprint" 's/.*fingerprint (0x[0-9a-f]+).*/\1/p'
+same "plans" 's/^(plan [0-9]+x[0-9]+: [0-9]+ arena bytes)$/\1/p'
+same "per-step losses and high-water marks" 's/^(epoch [0-9]+ step [0-9]+ [0-9x]+: loss [^,]+), [0-9]+ instructions, (arena .*)$/\1 \2/p'
+same "held-out accuracy" 's/^(held-out accuracy: .*)$/\1/p'
+expect finetune_model 'held-out accuracy: before [0-9]+/[0-9]+, after [0-9]+/[0-9]+ \(required: \+20 points\)'
+
 echo "--- bad_input: corrupt weights, oversized sample, step longer than the tape (M4F)"
 run_bin bad_input
 expect bad_input 'two-sample step on a tape of 32 records: training step refused: tape full: capacity 32; weights kept'

@@ -9,6 +9,7 @@
 
 pub mod assets;
 pub mod counter;
+pub mod finetune;
 pub mod frozen_trunk;
 pub mod heap;
 pub mod m0_recipe;

@@ -1,6 +1,10 @@
 //! Workload W1 ("digits-fcn") on the device: the meta plan of a training step, one
 //! training step on a sample at its own size, and held-out accuracy. The same step
 //! code runs on the meta graph and on the real one, so the plan is exact.
+//!
+//! The step, the plan and the accuracy are written once for any [`Net`]: W1's
+//! hand-written layers (`Sequential<12>`, through [`forward_w1`]) or a network loaded
+//! from a model file (`torchlet::model::Model`, see `crate::finetune`).
 
 use crate::assets::Sample;
 use torchlet::init::Rng;
@@ -20,10 +24,29 @@ pub struct Recipe {
     pub momentum: f32,
 }
 
+/// A network the training step runs: its forward pass on the tape, one sample in
+/// (`[1, 1, h, w]`), logits out.
+pub trait Net {
+    /// The logits of `x`.
+    fn forward<const N: usize>(&self, g: &mut Graph<'_, f32, N>, x: Tensor) -> Result<Tensor, Error>;
+}
+
+impl Net for Sequential<12> {
+    fn forward<const N: usize>(&self, g: &mut Graph<'_, f32, N>, x: Tensor) -> Result<Tensor, Error> {
+        forward_w1(self, g, x)
+    }
+}
+
+impl Net for torchlet::model::Model<'_> {
+    fn forward<const N: usize>(&self, g: &mut Graph<'_, f32, N>, x: Tensor) -> Result<Tensor, Error> {
+        torchlet::model::Model::forward(self, g, &[x]).map_err(Error::from)
+    }
+}
+
 /// The model and its optimizer, built on a graph.
-pub struct Model {
-    /// W1's layers.
-    pub net: Sequential<12>,
+pub struct Model<M = Sequential<12>> {
+    /// The layers (W1's by default).
+    pub net: M,
     /// SGD with momentum, state in the graph's long-lived region.
     pub sgd: Sgd,
 }
@@ -33,6 +56,13 @@ impl Model {
     /// optimizer state in `g`.
     pub fn new<const N: usize>(g: &mut Graph<'_, f32, N>, r: Recipe) -> Result<Self, Error> {
         let net = digits_fcn(g, &mut Rng::new(0))?;
+        Self::with_net(g, net, r)
+    }
+}
+
+impl<M: Net> Model<M> {
+    /// `net` (its parameters already in `g`) and the optimizer state, created in `g`.
+    pub fn with_net<const N: usize>(g: &mut Graph<'_, f32, N>, net: M, r: Recipe) -> Result<Self, Error> {
         let sgd = Sgd::new(g, r.lr, r.momentum, 0.0)?;
         Ok(Model { net, sgd })
     }
@@ -69,7 +99,7 @@ impl Model {
     ) -> Result<f32, Error> {
         g.zero_grad();
         let x = g.input_with(&[1, 1, h, w], fill)?;
-        let logits = forward_w1(&self.net, g, x)?;
+        let logits = self.net.forward(g, x)?;
         let loss = g.cross_entropy(logits, &[label])?;
         let l = g.data(loss)?.first().copied().unwrap_or(0.0);
         g.backward(loss)?;
@@ -82,7 +112,7 @@ impl Model {
         g.set_grad_enabled(false);
         let r = (|| {
             let x = g.input_with(&[1, 1, s.h, s.w], |d| s.fill(d))?;
-            let logits = forward_w1(&self.net, g, x)?;
+            let logits = self.net.forward(g, x)?;
             let row = g.data(logits)?;
             Ok((0..row.len())
                 .max_by(|&a, &b| row[a].total_cmp(&row[b]))
@@ -118,8 +148,21 @@ pub fn plan_step<const N: usize>(
     r: Recipe,
     capacity_bytes: usize,
 ) -> Result<usize, Error> {
-    let mut g: Graph<f32, N> = Graph::meta(capacity_bytes);
-    let mut m = Model::new(&mut g, r)?;
+    plan_step_with::<N, _>(h, w, r, capacity_bytes, |g| digits_fcn(g, &mut Rng::new(0)))
+}
+
+/// [`plan_step`] for the network `build` creates in the meta graph (as it does in the
+/// real one, so the plan is exact).
+pub fn plan_step_with<const N: usize, M: Net>(
+    h: usize,
+    w: usize,
+    r: Recipe,
+    capacity_bytes: usize,
+    build: impl FnOnce(&mut Graph<'static, f32, N>) -> Result<M, Error>,
+) -> Result<usize, Error> {
+    let mut g: Graph<'static, f32, N> = Graph::meta(capacity_bytes);
+    let net = build(&mut g)?;
+    let mut m = Model::with_net(&mut g, net, r)?;
     m.train_step(&mut g, (h, w), 0, |_| {})?;
     Ok(g.arena().high_water_bytes())
 }

@@ -199,7 +199,9 @@ fn evaluate(g: &mut Graph<'_, f32, TAPE>, net: &UNet, test: &[Digit]) -> Result<
                     continue;
                 }
                 let score = |c: usize| v[(k * CLASSES + c) * h * w + p];
-                let pred = (0..CLASSES).max_by(|&a, &b| score(a).total_cmp(&score(b))).unwrap_or(0);
+                let pred = (0..CLASSES)
+                    .max_by(|&a, &b| score(a).total_cmp(&score(b)))
+                    .unwrap_or(0);
                 let truth = truth as usize;
                 counted += 1;
                 right += (pred == truth) as u64;

@@ -40,7 +40,10 @@ pub fn run<S: Scalar>(epochs: usize) -> Result<Vec<f32>, Box<dyn std::error::Err
     let (train, test) = digits.split();
     let (h, w) = (train[0].h, train[0].w);
     let bytes = plan_bytes::<S>(BATCH, h, w)?;
-    println!("W2 mobile-fcn ({}): arena plan {bytes} bytes per step at batch {BATCH}", S::NAME);
+    println!(
+        "W2 mobile-fcn ({}): arena plan {bytes} bytes per step at batch {BATCH}",
+        S::NAME
+    );
     let mut arena = vec![S::ZERO; bytes.div_ceil(4)];
     let mut g: Graph<S, TAPE> = Graph::new(&mut arena);
     let mut rng = Rng::new(SEED);

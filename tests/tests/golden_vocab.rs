@@ -331,12 +331,22 @@ fn sequential_layers_for_the_new_activations() {
     let mut arena = vec![0.0f32; 4096];
     let mut g: Graph<f32, 16> = Graph::new(&mut arena);
     let mut s: Sequential<4> = Sequential::default();
-    use torchlet::nn::OpLayer;
+    use torchlet::nn::{OpLayer, ParamValue};
     for l in [
         Layer::op("relu6").unwrap(),
         Layer::op("hardswish").unwrap(),
-        Layer::Op(OpLayer::new("log_softmax").unwrap().with("dim", -1).unwrap()),
-        Layer::Op(OpLayer::new("softmax").unwrap().with("dim", 1).unwrap()),
+        Layer::Op(
+            OpLayer::new("log_softmax")
+                .unwrap()
+                .with(&[("dim", ParamValue::Int(-1))])
+                .unwrap(),
+        ),
+        Layer::Op(
+            OpLayer::new("softmax")
+                .unwrap()
+                .with(&[("dim", ParamValue::Int(1))])
+                .unwrap(),
+        ),
     ] {
         s.push(l).unwrap();
     }

@@ -14,13 +14,18 @@ fn an_op_layer_calls_the_op_with_its_parameters() {
     let x = g.input(&[2, 3], &data).unwrap();
     let leaky = OpLayer::new("leaky_relu")
         .unwrap()
-        .with("negative_slope", 0.5)
+        .with(&[("negative_slope", ParamValue::Float(0.5))])
         .unwrap();
     let y = leaky.forward(&mut g, x).unwrap();
     let want: Vec<f32> = data.iter().map(|v| if *v < 0.0 { v * 0.5 } else { *v }).collect();
     assert_eq!(g.data(y).unwrap(), &want[..]);
     // softmax over dim 0 (columns sum to 1), not the default last dim.
-    let sm = Layer::Op(OpLayer::new("softmax").unwrap().with("dim", 0).unwrap());
+    let sm = Layer::Op(
+        OpLayer::new("softmax")
+            .unwrap()
+            .with(&[("dim", ParamValue::Int(0))])
+            .unwrap(),
+    );
     let z = sm.forward(&mut g, x).unwrap();
     let z = g.data(z).unwrap().to_vec();
     for c in 0..3 {
@@ -31,16 +36,18 @@ fn an_op_layer_calls_the_op_with_its_parameters() {
     let x = g.input(&[1, 1, 2, 4], &[1., 2., 3., 4., 5., 6., 7., 8.]).unwrap();
     let pool = OpLayer::new("adaptive_avg_pool2d")
         .unwrap()
-        .with("output_size", ParamValue::ints(&[1, 2]).unwrap())
+        .with(&[("output_size", ParamValue::Ints([1, 2, 0, 0], 2))])
         .unwrap();
     let p = pool.forward(&mut g, x).unwrap();
     assert_eq!(g.data(p).unwrap(), &[3.5, 5.5]);
     // A string parameter: pad with replicate mode.
+    const REPLICATE: ParamValue = ParamValue::Word(*b"replicate\0\0\0\0\0\0", 9);
     let pad = OpLayer::new("pad")
         .unwrap()
-        .with("pad", ParamValue::ints(&[1, 0, 0, 0]).unwrap())
-        .unwrap()
-        .with("mode", ParamValue::word("replicate").unwrap())
+        .with(&[
+            ("pad", ParamValue::Ints([1, 0, 0, 0], 4)),
+            ("mode", REPLICATE),
+        ])
         .unwrap();
     let q = pad.forward(&mut g, x).unwrap();
     assert_eq!(&g.data(q).unwrap()[..5], &[1., 1., 2., 3., 4.]);
@@ -62,7 +69,10 @@ fn an_op_layer_refuses_what_the_op_does_not_have() {
         ),
         "{e}"
     );
-    let e = OpLayer::new("softmax").unwrap().with("dims", 1).unwrap_err();
+    let e = OpLayer::new("softmax")
+        .unwrap()
+        .with(&[("dims", ParamValue::Int(1))])
+        .unwrap_err();
     assert!(
         e.to_string().starts_with("softmax: unknown keyword parameter"),
         "{e}"
@@ -74,17 +84,28 @@ fn an_op_layer_refuses_what_the_op_does_not_have() {
     let mut arena = vec![0.0f32; 1024];
     let mut g: Graph<f32, 8> = Graph::new(&mut arena);
     let x = g.input(&[1, 3], &[1.0, 2.0, 3.0]).unwrap();
-    let sm = OpLayer::new("softmax").unwrap().with("dim", true).unwrap();
+    let sm = OpLayer::new("softmax")
+        .unwrap()
+        .with(&[("dim", ParamValue::Flag(true))])
+        .unwrap();
     assert!(sm.forward(&mut g, x).is_err());
-    let ok = OpLayer::new("softmax").unwrap().with("dim", -1).unwrap();
+    let ok = OpLayer::new("softmax")
+        .unwrap()
+        .with(&[("dim", ParamValue::Int(-1))])
+        .unwrap();
     let ok = ok.forward(&mut g, x).unwrap();
     assert_eq!(g.data(ok).unwrap().len(), 3);
-    // Setting a parameter twice keeps the last value.
+    // A new list replaces the old one; within a list the last entry of a name counts.
     let l = OpLayer::new("leaky_relu")
         .unwrap()
-        .with("negative_slope", 0.1)
+        .with(&[("negative_slope", ParamValue::Float(0.1))])
         .unwrap();
-    let l = l.with("negative_slope", 0.2).unwrap();
+    let l = l
+        .with(&[
+            ("negative_slope", ParamValue::Float(0.3)),
+            ("negative_slope", ParamValue::Float(0.2)),
+        ])
+        .unwrap();
     let x = g.input(&[1], &[-1.0]).unwrap();
     let y = l.forward(&mut g, x).unwrap();
     assert!((g.data(y).unwrap()[0] + 0.2).abs() < 1e-7);

@@ -182,12 +182,18 @@ impl LayerSpec {
     }
 }
 
-/// The engine's layer for op `name` with JSON keyword parameters.
+/// The engine's layer for op `name` with JSON keyword parameters. The parameter list
+/// is leaked (a few bytes per layer, once per model built): an [`OpLayer`] keeps its
+/// parameters in a `'static` slice so that every layer stays four words.
 fn op_layer(name: &str, params: &[(String, serde_json::Value)]) -> Result<Layer, SpecError> {
     use serde_json::Value;
-    let mut layer = OpLayer::new(name)?;
+    let layer = OpLayer::new(name)?;
+    let mut list = Vec::with_capacity(params.len());
     for (key, v) in params {
         let bad = || SpecError::Invalid(format!("{name}: parameter {key} has an unsupported value {v}"));
+        let key_name = layer
+            .param_name(key)
+            .map_err(|e| SpecError::Invalid(format!("{name}: parameter {key}: {e}")))?;
         let value = match v {
             Value::Bool(b) => ParamValue::Flag(*b),
             Value::Number(n) => match n.as_i64() {
@@ -201,9 +207,10 @@ fn op_layer(name: &str, params: &[(String, serde_json::Value)]) -> Result<Layer,
             }
             _ => return Err(bad()),
         };
-        layer.set(key, value).map_err(|e| SpecError::Invalid(format!("{name}: parameter {key}: {e}")))?;
+        list.push((key_name, value));
     }
-    Ok(Layer::Op(layer))
+    let list: &'static [(&'static str, ParamValue)] = Box::leak(list.into_boxed_slice());
+    Ok(Layer::Op(layer.with(list)?))
 }
 
 fn one() -> usize {

@@ -16,7 +16,7 @@ mod sequential;
 
 pub use block::{Block, Cat, Residual};
 pub use mobile_fcn::{mobile_fcn, ConvBn, InvertedResidual, MobileFcn};
-pub use op_layer::{OpLayer, ParamValue, MAX_LAYER_PARAMS, MAX_LIST_LEN, MAX_WORD_LEN};
+pub use op_layer::{OpLayer, ParamValue, MAX_LIST_LEN, MAX_WORD_LEN};
 pub use sequential::{LayerError, LayerSite, Sequential};
 
 mod norm;
@@ -149,7 +149,7 @@ pub enum Layer {
 
 impl Layer {
     /// The op called `name` as a layer, with PyTorch's default parameters
-    /// ([`OpLayer::new`]; set parameters with [`OpLayer::with`] and wrap in
+    /// ([`OpLayer::new`]; give parameters with [`OpLayer::with`] and wrap in
     /// [`Layer::Op`]).
     pub fn op(name: &str) -> Result<Layer> {
         OpLayer::new(name).map(Layer::Op)

@@ -1,5 +1,6 @@
 //! Any op with one tensor input as a layer, by its registry name and PyTorch keyword
-//! parameters: `OpLayer::new("hardsigmoid")`, `OpLayer::new("softmax")?.with("dim", -1)`.
+//! parameters: `OpLayer::new("hardsigmoid")`,
+//! `OpLayer::new("softmax")?.with(&[("dim", ParamValue::Int(-1))])`.
 //! A new op registered in [`OpSpec::ALL`](crate::ops::registry::OpSpec) is a layer of
 //! [`Sequential`](super::Sequential) and a layer name of the wasm spec without any
 //! code here. Stored inline (no heap) and `Copy`, like every [`Layer`](super::Layer).
@@ -9,8 +10,6 @@ use crate::graph::{Graph, Tensor};
 use crate::ops::registry::{Attrs, OpSpec};
 use crate::scalar::Scalar;
 
-/// Most keyword parameters an [`OpLayer`] holds.
-pub const MAX_LAYER_PARAMS: usize = 4;
 /// Most elements of a list parameter of an [`OpLayer`].
 pub const MAX_LIST_LEN: usize = 4;
 /// Most bytes of a string parameter (a mode name) of an [`OpLayer`].
@@ -82,11 +81,14 @@ impl From<bool> for ParamValue {
     }
 }
 
-/// A registered op with one tensor input, and its keyword parameters.
+/// A registered op with one tensor input, and its keyword parameters: four words, so
+/// that every [`Layer`](super::Layer) stays small; the parameters live in a `'static`
+/// slice (a constant in the program, or leaked once by a front end that builds layers
+/// at run time).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OpLayer {
     name: &'static str,
-    params: [Option<(&'static str, ParamValue)>; MAX_LAYER_PARAMS],
+    params: &'static [(&'static str, ParamValue)],
 }
 
 /// The registry's entry for `name` (names and parameter lists are the same for every
@@ -111,31 +113,37 @@ impl OpLayer {
         }
         Ok(OpLayer {
             name: s.name,
-            params: [None; MAX_LAYER_PARAMS],
+            params: &[],
         })
     }
 
-    /// Sets keyword parameter `key` (one of the op's parameter names) to `value`.
-    pub fn with(mut self, key: &str, value: impl Into<ParamValue>) -> Result<Self> {
-        self.set(key, value.into())?;
-        Ok(self)
+    /// The layer with keyword parameters `params` (PyTorch's names, each one of the
+    /// op's; a later entry for the same name wins), e.g.
+    /// `OpLayer::new("softmax")?.with(&[("dim", ParamValue::Int(1))])`.
+    pub fn with(self, params: &'static [(&'static str, ParamValue)]) -> Result<Self> {
+        Self::check_keys(self.name, params.iter().map(|(k, _)| *k))?;
+        Ok(OpLayer { params, ..self })
     }
 
-    /// Sets keyword parameter `key` in place (see [`OpLayer::with`]).
-    pub fn set(&mut self, key: &str, value: ParamValue) -> Result<()> {
+    /// The op's own name for parameter `key`, or an error naming the op.
+    pub fn param_name(&self, key: &str) -> Result<&'static str> {
         let s = spec(self.name).ok_or(Error::Unsupported { op: self.name })?;
-        let key = *s.params.iter().find(|p| **p == key).ok_or(Error::InvalidParam {
-            op: s.name,
-            what: "unknown keyword parameter for this op; number of parameters it has",
-            value: s.params.len() as i64,
-        })?;
-        let free = self.params.iter().position(|p| p.is_none_or(|(k, _)| k == key));
-        let slot = free.ok_or(Error::InvalidParam {
-            op: s.name,
-            what: "too many keyword parameters for a layer; at most",
-            value: MAX_LAYER_PARAMS as i64,
-        })?;
-        self.params[slot] = Some((key, value));
+        s.params
+            .iter()
+            .find(|p| **p == key)
+            .copied()
+            .ok_or(Error::InvalidParam {
+                op: s.name,
+                what: "unknown keyword parameter for this op; number of parameters it has",
+                value: s.params.len() as i64,
+            })
+    }
+
+    fn check_keys<'k>(name: &'static str, keys: impl Iterator<Item = &'k str>) -> Result<()> {
+        let l = OpLayer { name, params: &[] };
+        for k in keys {
+            l.param_name(k)?;
+        }
         Ok(())
     }
 
@@ -151,11 +159,7 @@ impl OpLayer {
     }
 
     fn get(&self, key: &str) -> Option<&ParamValue> {
-        self.params
-            .iter()
-            .flatten()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v)
+        self.params.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     fn wrong_kind(&self, what: &'static str) -> Error {

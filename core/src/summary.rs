@@ -108,15 +108,17 @@ impl<const L: usize> Sequential<L> {
 /// Elements of a layer's weight and bias.
 fn layer_params<S: Scalar, const N: usize>(g: &Graph<'_, S, N>, layer: &Layer) -> Result<usize> {
     let (w, b) = match layer {
-        Layer::Conv2d(c) => (c.weight, c.bias),
-        Layer::Linear(l) => (l.weight, l.bias),
+        Layer::Conv2d(c) => (Some(c.weight), c.bias),
+        Layer::Linear(l) => (Some(l.weight), l.bias),
+        // Parameters only: BatchNorm's running statistics are buffers, as in torchinfo.
+        Layer::BatchNorm2d(l) => (l.weight, l.bias),
+        Layer::GroupNorm(l) => (l.weight, l.bias),
         _ => return Ok(0),
     };
-    let bias = match b {
-        Some(b) => g.shape(b)?.numel(),
-        None => 0,
-    };
-    Ok(g.shape(w)?.numel() + bias)
+    [w, b]
+        .into_iter()
+        .flatten()
+        .try_fold(0, |n, t| Ok(n + g.shape(t)?.numel()))
 }
 
 impl<const L: usize> fmt::Display for Summary<L> {

@@ -290,7 +290,7 @@ fn dropout_layer_follows_the_graph_mode_and_sequential_keeps_its_input_in_eval()
     assert_eq!(s.layers()[1].name(), "dropout");
     let x = g.input(&[1, 64], &[1.0; 64]).unwrap();
     let y = s.forward(&mut g, x).unwrap();
-    assert!(g.data(y).unwrap().iter().any(|&v| v == 0.0));
+    assert!(g.data(y).unwrap().contains(&0.0));
     g.end_step();
     g.set_training(false);
     let x = g.input(&[1, 64], &[1.0; 64]).unwrap();
@@ -511,5 +511,71 @@ fn planner_equals_real_high_water_for_the_norm_ops_in_train_and_eval() {
             g.backward(loss)
         });
         assert!(matches!(r, Err(Error::ArenaExhausted { .. })), "{r:?}");
+    }
+}
+
+/// The summary counts BatchNorm's and GroupNorm's weight and bias, not the running
+/// statistics (buffers), as torchinfo does.
+#[test]
+fn summary_counts_affine_parameters_not_buffers() {
+    let mut arena = vec![0.0f32; 1 << 14];
+    let mut g: Graph<f32, 32> = Graph::new(&mut arena);
+    let mut s: Sequential<4> = Sequential::new();
+    s.push(Layer::BatchNorm2d(BatchNorm2d::new(&mut g, 4).unwrap()))
+        .unwrap();
+    s.push(Layer::GroupNorm(GroupNorm::new(&mut g, 2, 4).unwrap()))
+        .unwrap();
+    let opts = BatchNormOptions {
+        affine: false,
+        ..BatchNormOptions::default()
+    };
+    s.push(Layer::BatchNorm2d(
+        BatchNorm2d::with_options(&mut g, 4, opts).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(s.num_param_elements(&g).unwrap(), 16);
+    assert_eq!(
+        g.num_param_elements(),
+        32,
+        "the graph's count includes the buffers"
+    );
+}
+
+/// Fused SGD (the update applied during backward) gives BatchNorm's and GroupNorm's
+/// affine parameters the update plain SGD gives, and leaves the running statistics alone.
+#[test]
+fn fused_sgd_updates_norm_parameters_as_sgd_does() {
+    let run = |fused: bool| -> Vec<Vec<f32>> {
+        let mut arena = vec![0.0f32; 1 << 15];
+        let mut g: Graph<f32, 32> = Graph::new(&mut arena);
+        if fused {
+            g.set_fused_sgd(0.1).unwrap();
+        }
+        let bn = BatchNorm2d::new(&mut g, 2).unwrap();
+        let gn = GroupNorm::new(&mut g, 1, 2).unwrap();
+        let mut sgd = Sgd::new(&mut g, 0.1, 0.0, 0.0).unwrap();
+        for step in 0..3 {
+            let x = g.input(&[2, 2, 3, 3], &values(36, 30 + step)).unwrap();
+            let y = bn.forward(&mut g, x).unwrap();
+            let y = gn.forward(&mut g, y).unwrap();
+            let t = g.input(&[2, 2, 3, 3], &values(36, 40 + step)).unwrap();
+            let loss = g.mse_loss(y, t).unwrap();
+            g.zero_grad();
+            g.backward(loss).unwrap();
+            if !fused {
+                sgd.step(&mut g).unwrap();
+            }
+            g.end_step();
+        }
+        (0..g.num_params())
+            .map(|i| g.data(g.param_handle(i).unwrap()).unwrap().to_vec())
+            .collect()
+    };
+    let (plain, fused) = (run(false), run(true));
+    assert_ne!(plain[0], vec![1.0; 2], "the weight trained");
+    for (a, b) in plain.iter().zip(&fused) {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() < 1e-6, "{a:?} vs {b:?}");
+        }
     }
 }

@@ -18,6 +18,7 @@
 mod backward;
 mod finite;
 mod memory;
+mod mode;
 mod no_grad;
 mod node;
 mod site;
@@ -75,7 +76,7 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     /// Whether inputs refuse non-finite data (see [`Graph::set_check_finite`]).
     check_finite: bool,
     /// Train (true) or eval mode, read by layers (see [`Graph::set_training`]).
-    training: bool,
+    pub(crate) training: bool,
     /// Dropout's generator state: each dropout call takes its mask seed from it.
     pub(crate) dropout_state: u32,
     /// The optimizer's hook called during backward (fused SGD, see
@@ -147,22 +148,6 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
     /// Whether gradient recording is on (see [`Graph::set_grad_enabled`]).
     pub fn grad_enabled(&self) -> bool {
         self.grad_enabled
-    }
-
-    /// Train or eval mode, PyTorch's `model.train()` / `model.eval()`: layers read it
-    /// ([`crate::nn::BatchNorm2d`] normalises by batch statistics and updates its
-    /// running ones in training, by the running ones in eval; [`crate::nn::Dropout`] is
-    /// the identity in eval). Ops take the mode as an argument, as
-    /// `torch.nn.functional` does. A new graph is in training mode. Independent of
-    /// [`Graph::set_grad_enabled`] (eval with gradients fine-tunes around frozen
-    /// statistics).
-    pub fn set_training(&mut self, on: bool) {
-        self.training = on;
-    }
-
-    /// Whether the graph is in training mode (see [`Graph::set_training`]).
-    pub fn is_training(&self) -> bool {
-        self.training
     }
 
     /// Number of records on the tape now (parameters included).

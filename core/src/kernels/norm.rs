@@ -101,6 +101,7 @@ fn param<S: Scalar>(p: &[S], k: usize, absent: S) -> S {
 
 /// `y = (x - mean) * inv_std * w + b`, where the statistics of element
 /// `(b, ch, i)` are set `set(b, ch)` of `saved`.
+#[allow(clippy::too_many_arguments)]
 pub fn normalize<S: Scalar>(
     g: NormGeom,
     x: &[S],

@@ -153,6 +153,7 @@ impl StepReport {
 /// `x - x`: exactly 0 for a finite `x`, NaN for NaN and infinities; summed over a
 /// slice, a finiteness test with no branch and two FPU operations per value.
 #[inline(always)]
+#[allow(clippy::eq_op)] // x - x is the point: it is not 0 for NaN and infinities
 fn zero_if_finite<S: Scalar>(x: S) -> S {
     x - x
 }

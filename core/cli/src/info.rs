@@ -65,7 +65,7 @@ pub fn run(model: &Path, input: Option<&str>) -> Result<(), String> {
     })
     .map_err(|e| e.to_string())?;
     println!("{:-<72}", "");
-    println!("{:>4}  {:<20} {:<26} {}", "node", "op", "output shape", "name");
+    println!("node  {:<20} {:<26} name", "op", "output shape");
     println!("{:-<72}", "");
     for ((k, shape), n) in rows.iter().zip(file.nodes()) {
         println!("{:>4}  {:<20} {:<26} {}", k, n.op, format!("{shape:?}"), n.name);

@@ -37,6 +37,9 @@ pub fn target_count(g: &Graph<'_, f32, TAPE>, logits: Tensor) -> Result<usize> {
 /// Plans a step of `file` at the sizes of `dims`: a training step (training mode,
 /// cross-entropy, backward, SGD state when `momentum` is not 0) and, in its inference
 /// pass, a prediction in eval mode.
+// The two closures' types are the planner's type parameters; naming them would need
+// boxed closures.
+#[allow(clippy::type_complexity)]
 pub fn planner<'m>(
     file: ModelFile<'m>,
     dims: &[usize],

@@ -3,7 +3,8 @@
 #   lints -> wasm-bindgen tests in node -> npm package build and `npm pack` contents
 #   -> the packed package loads and trains in node -> demo site -> end-to-end test in
 #   headless Chromium (train to >90% held-out, draw, plan, bad input, screenshot in
-#   target/wasm-e2e/) -> benchmark harness vs TF.js in the same browser run
+#   target/wasm-e2e/; then W1 exported by PyTorch as ONNX, loaded and trained past 90%)
+#   -> benchmark harness vs TF.js in the same browser run
 #   (numbers only, in target/wasm-e2e/bench.json and formatted as wasm/RESULTS.md's
 #   block; skip with TORCHLET_WASM_BENCH=0). CI never rewrites wasm/RESULTS.md; it
 #   checks that its benchmark block is there.
@@ -45,7 +46,8 @@ if (pack.name !== 'torchlet' || missing.length || extra.length) {
 }
 for (const d of ['web', 'web-nosimd', 'node']) {
   const dts = fs.readFileSync(`target/pkg/npm/${d}/torchlet.d.ts`, 'utf8');
-  for (const s of ['export class Model', 'trainStep(', 'predict(', 'static planW1(', 'export class Plan']) {
+  for (const s of ['export class Model', 'trainStep(', 'predict(', 'static planW1(', 'export class Plan',
+    'static fromOnnx(', 'static load(', 'exportModel(', 'exportSafetensors(']) {
     if (!dts.includes(s)) { console.error(`${d}/torchlet.d.ts lacks "${s}"`); process.exit(1); }
   }
 }
@@ -66,7 +68,13 @@ let msg = "";
 try { m.predict(new Float32Array(5), 1, 28, 28); } catch (e) { msg = e.message; }
 if (!(s1.loss > 0 && s2.loss > 0 && msg === "input: data has 5 values, the shape holds 784")) process.exit(1);
 console.log(`require("torchlet"): 2 steps (28x28, 12x20), loss ${s2.loss.toFixed(3)}; bad input -> "${msg}"`);
-')
+const onnx = require("fs").readFileSync(process.argv[1]);
+const o = Model.fromOnnx(onnx, undefined, 0.05, 0.9, 0);
+const l1 = o.trainStep(new Float32Array(784).fill(0.5), 1, 28, 28, new Uint32Array([3])).loss;
+const again = Model.load(o.exportModel(), 0.05, 0.9, 0);
+if (!(l1 > 0 && again.numParameters === 6218 && o.exportSafetensors().length > 6218 * 4)) process.exit(1);
+console.log(`Model.fromOnnx(w1.ts.onnx): a step (loss ${l1.toFixed(3)}), exportModel loads back, exportSafetensors`);
+' "$root/tests/golden/onnx/w1.ts.onnx")
 
 echo "--- wasm/RESULTS.md: the benchmark's block is there and well formed"
 node demo/bench.mjs --check RESULTS.md

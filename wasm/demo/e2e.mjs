@@ -1,7 +1,8 @@
 // End-to-end test of the demo in headless Chromium (Debian's chromium, playwright-core):
 // train until the held-out accuracy passes 90%, draw a digit with the mouse, check the
 // prediction and the arena plan, fine-tune, feed a bad size and check the engine's
-// error, and save a screenshot. Exits non-zero on any failure.
+// error, and save a screenshot; then load an ONNX file exported from PyTorch (and a
+// refused one), check its plan, and train it past ONNX_BAR. Exits non-zero on any failure.
 //   node e2e.mjs [OUT_DIR] [--bench]   (serves dist/ with python3 -m http.server on 127.0.0.1)
 // --bench then runs the benchmark page (bench.html) in the same browser.
 import fs from 'node:fs';
@@ -19,6 +20,10 @@ const here = path.dirname(new URL(import.meta.url).pathname);
 const outArg = process.argv.slice(2).find((a) => !a.startsWith('--'));
 const out = path.resolve(outArg ?? path.join(here, '..', '..', 'target', 'wasm-e2e'));
 const TRAIN_TIMEOUT_MS = 8 * 60 * 1000;
+// "Load your own model": W1 exported by PyTorch (torch.onnx.export, TorchScript
+// exporter; tests/golden/make_onnx_zoo.py) must pass this held-out accuracy on the digits.
+const ONNX_FIXTURE = path.join(here, '..', '..', 'tests', 'golden', 'onnx', 'w1.ts.onnx');
+const ONNX_BAR = 0.9;
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -94,6 +99,19 @@ async function bench(ctx, url) {
   console.log(`benchmark results in ${path.join(out, 'bench.json')}`);
 }
 
+/** Waits until the held-out accuracy passes `bar` (training started); returns it and the seconds. */
+async function trainPast(page, bar) {
+  const t0 = Date.now();
+  let acc = 0;
+  while (acc <= bar) {
+    if (Date.now() - t0 > TRAIN_TIMEOUT_MS) throw new Error(`held-out accuracy ${acc} after ${TRAIN_TIMEOUT_MS} ms`);
+    if (await page.$('body[data-trained="1"]')) throw new Error(`training finished at held-out accuracy ${acc}`);
+    await page.waitForTimeout(1000);
+    acc = Number(await page.getAttribute('#heldout', 'data-acc'));
+  }
+  return { acc, secs: (Date.now() - t0) / 1000 };
+}
+
 async function main() {
   fs.mkdirSync(out, { recursive: true });
   const site = await serve(path.join(here, 'dist'));
@@ -108,16 +126,8 @@ async function main() {
     console.log(await page.textContent('#data-status'));
 
     // 1. Train until the held-out accuracy passes 90%.
-    const t0 = Date.now();
     await page.click('#train');
-    let acc = 0;
-    while (acc <= 0.9) {
-      if (Date.now() - t0 > TRAIN_TIMEOUT_MS) throw new Error(`held-out accuracy ${acc} after ${TRAIN_TIMEOUT_MS} ms`);
-      if (await page.$('body[data-trained="1"]')) throw new Error(`training finished at held-out accuracy ${acc}`);
-      await page.waitForTimeout(1000);
-      acc = Number(await page.getAttribute('#heldout', 'data-acc'));
-    }
-    const secs = (Date.now() - t0) / 1000;
+    const { acc, secs } = await trainPast(page, 0.9);
     const stats = await page.textContent('.stats');
     check(acc > 0.9, `held-out accuracy ${(acc * 100).toFixed(1)}% > 90% after ${secs.toFixed(0)} s (${stats.replace(/\s+/g, ' ').trim()})`);
     await page.click('#stop');
@@ -174,6 +184,28 @@ async function main() {
     await page.setInputFiles('#import', saved);
     await page.waitForFunction(() => document.querySelector('#weights-status').textContent.startsWith('Loaded'), null, { timeout: 30000 });
     check((await page.textContent('#error')) === '', `weights loaded back: ${await page.textContent('#weights-status')}`);
+
+    // 7. Load your own model: a file that is not ONNX is refused with the importer's
+    // message; then W1 exported by PyTorch loads, plans (per-node shapes) and trains
+    // on the digits past ONNX_BAR.
+    await page.setInputFiles('#onnx', { name: 'bad.onnx', mimeType: 'application/octet-stream', buffer: Buffer.from('not onnx') });
+    await page.waitForFunction(() => document.querySelector('#error').textContent.length > 0, null, { timeout: 30000 });
+    const oerr = await page.textContent('#error');
+    check(oerr.startsWith('Error from the engine: not a readable ONNX model'), `bad ONNX file refused: "${oerr}"`);
+    await page.setInputFiles('#onnx', ONNX_FIXTURE);
+    await page.waitForFunction(() => document.querySelector('#onnx-status').textContent.startsWith('Loaded'), null, { timeout: 60000 });
+    check((await page.textContent('#error')) === '', `ONNX model loaded: ${await page.textContent('#onnx-status')}`);
+    const rows = await page.locator('#onnx-plan tr').count();
+    const first = await page.textContent('#onnx-plan tr:nth-child(2) td:nth-child(2)');
+    const firstShape = await page.textContent('#onnx-plan tr:nth-child(2) td:last-child');
+    const onnxLast = await page.textContent('#onnx-plan tr:last-child td:last-child');
+    check(rows > 8 && first === 'conv2d' && firstShape === '[1, 8, 28, 28]' && onnxLast === '[1, 10]',
+      `ONNX plan: ${rows - 1} nodes, first ${first} ${firstShape}, last ${onnxLast}; ${await page.textContent('#onnx-plan-summary')}`);
+    await page.click('#train');
+    const onnx = await trainPast(page, ONNX_BAR);
+    check(onnx.acc > ONNX_BAR, `w1.ts.onnx (PyTorch export) trained in the page: held-out accuracy ${(onnx.acc * 100).toFixed(1)}% > ${ONNX_BAR * 100}% after ${onnx.secs.toFixed(0)} s`);
+    await page.click('#stop');
+    await page.screenshot({ path: path.join(out, 'screenshot-onnx.png'), fullPage: true });
 
     check(problems.length === 0, `no page or console errors${problems.length ? ': ' + problems.join('; ') : ''}`);
     await page.close();

@@ -18,8 +18,8 @@ pub const AUTO_BATCH: usize = 32;
 /// One layer's output in a plan.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlannedLayer {
-    /// `"conv2d"`, `"relu"`, ...
-    pub name: &'static str,
+    /// `"conv2d"`, `"relu"`, ... (a loaded model's node: its op's registry name)
+    pub name: String,
     /// Output shape, NCHW or `[N, F]`.
     pub shape: Vec<usize>,
 }
@@ -85,7 +85,7 @@ pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> 
             }
             let logits = model.forward_with(g, x, |g, l, y| {
                 shapes.borrow_mut().push(PlannedLayer {
-                    name: layer_name(l),
+                    name: layer_name(l).to_string(),
                     shape: g.shape(y)?.dims().to_vec(),
                 });
                 Ok(())
@@ -291,33 +291,47 @@ impl Engine {
         labels: &[u32],
     ) -> Result<f32, Error> {
         let per = self.spec.in_channels() * h * w;
-        if labels.len() != count {
-            return Err(Error::ShapeMismatch {
-                op: "evaluate",
-                what: "number of labels vs count",
-                expected: count,
-                found: labels.len(),
-            });
-        }
-        if Some(x.len()) != count.checked_mul(per) {
-            return Err(Error::ShapeMismatch {
-                op: "evaluate",
-                what: "data length vs count*channels*height*width",
-                expected: count.saturating_mul(per),
-                found: x.len(),
-            });
-        }
-        let mut correct = 0usize;
-        for (img, &label) in x.chunks_exact(per.max(1)).zip(labels) {
-            let p = self.predict(img, 1, h, w)?;
-            correct += count_correct(&p, &[label as usize]);
-        }
-        Ok(correct as f32 / count.max(1) as f32)
+        evaluate_by(per, x, count, labels, |img| self.predict(img, 1, h, w))
     }
 }
 
+/// Share of `count` inputs of `per` values each whose prediction (by `predict`, one
+/// input at a time) is the label; the counts are checked first.
+pub(crate) fn evaluate_by<E: From<Error>>(
+    per: usize,
+    x: &[f32],
+    count: usize,
+    labels: &[u32],
+    mut predict: impl FnMut(&[f32]) -> Result<Vec<f32>, E>,
+) -> Result<f32, E> {
+    if labels.len() != count {
+        return Err(Error::ShapeMismatch {
+            op: "evaluate",
+            what: "number of labels vs count",
+            expected: count,
+            found: labels.len(),
+        }
+        .into());
+    }
+    if Some(x.len()) != count.checked_mul(per) {
+        return Err(Error::ShapeMismatch {
+            op: "evaluate",
+            what: "data length vs count*channels*height*width",
+            expected: count.saturating_mul(per),
+            found: x.len(),
+        }
+        .into());
+    }
+    let mut correct = 0usize;
+    for (img, &label) in x.chunks_exact(per.max(1)).zip(labels) {
+        let p = predict(img)?;
+        correct += count_correct(&p, &[label as usize]);
+    }
+    Ok(correct as f32 / count.max(1) as f32)
+}
+
 /// Rows of `logits` (`targets.len()` of them) whose largest entry is the target.
-fn count_correct(logits: &[f32], targets: &[usize]) -> usize {
+pub(crate) fn count_correct(logits: &[f32], targets: &[usize]) -> usize {
     let c = logits.len() / targets.len().max(1);
     logits
         .chunks_exact(c.max(1))
@@ -333,7 +347,7 @@ fn argmax(row: &[f32]) -> usize {
 }
 
 /// Appends the softmax of one row of logits (around its maximum, in f64).
-fn softmax_into(row: &[f32], out: &mut Vec<f32>) {
+pub(crate) fn softmax_into(row: &[f32], out: &mut Vec<f32>) {
     let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let z: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
     out.extend(row.iter().map(|&v| ((v as f64 - m).exp() / z) as f32));

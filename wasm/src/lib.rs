@@ -1,7 +1,8 @@
 //! torchlet in JavaScript: a thin wasm-bindgen layer over the `torchlet` engine.
 //!
-//! - [`Model`] owns a network (W1 or layers described as JSON), SGD, and one arena whose
-//!   size the caller chooses or takes from a [`Plan`].
+//! - [`Model`] owns a network (W1, layers described as JSON, a model file or an ONNX
+//!   file imported in the page), SGD, and one arena whose size the caller chooses or
+//!   takes from a [`Plan`].
 //! - Images are `Float32Array`s, row-major `[batch, channels, height, width]`, and the
 //!   height and width may change from call to call.
 //! - Every engine error becomes a JS `Error` carrying the engine's message; the model
@@ -9,10 +10,12 @@
 //! - No math lives here: the engine does the work; this file only converts values.
 
 mod engine;
+mod loaded;
 mod owned;
 mod spec;
 
 pub use engine::{Engine, Plan as EnginePlan, StepStats, AUTO_BATCH};
+pub use loaded::{FileEngine, LoadError, MODEL_TAPE};
 pub use spec::{LayerSpec, NetSpec, SpecError, MAX_LAYERS};
 
 use wasm_bindgen::prelude::*;
@@ -24,14 +27,30 @@ fn js_err(e: impl core::fmt::Display) -> JsError {
 /// A trainable network with its optimizer and arena.
 #[wasm_bindgen]
 pub struct Model {
-    inner: Engine,
+    inner: Inner,
+}
+
+/// A layer network, or a loaded model file.
+enum Inner {
+    Net(Box<Engine>),
+    File(Box<FileEngine>),
+}
+
+/// Runs `$body` with `$e` bound to whichever engine `$inner` (a reference) holds.
+macro_rules! each {
+    ($inner:expr, $e:ident => $body:expr) => {
+        match $inner {
+            Inner::Net($e) => $body,
+            Inner::File($e) => $body,
+        }
+    };
 }
 
 /// One layer's output in a plan.
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct PlanLayer {
-    name: &'static str,
+    name: String,
     shape: Vec<u32>,
 }
 
@@ -40,7 +59,7 @@ impl PlanLayer {
     /// The layer kind, e.g. `"conv2d"`.
     #[wasm_bindgen(getter)]
     pub fn name(&self) -> String {
-        self.name.to_string()
+        self.name.clone()
     }
     /// The output shape (`[N, C, H, W]` or `[N, F]`).
     #[wasm_bindgen(getter)]
@@ -80,7 +99,7 @@ impl Plan {
             .layers
             .iter()
             .map(|l| PlanLayer {
-                name: l.name,
+                name: l.name.clone(),
                 shape: l.shape.iter().map(|&d| d as u32).collect(),
             })
             .collect()
@@ -120,6 +139,18 @@ fn dim(v: u32) -> usize {
     v as usize
 }
 
+/// `arenaBytes` as a size, or the error saying its range.
+fn arena(arena_bytes: f64) -> Result<usize, JsError> {
+    if !(arena_bytes >= 0.0 && arena_bytes <= u32::MAX as f64) {
+        return Err(JsError::new(&format!(
+            "arenaBytes must be between 0 and 4294967295, got {arena_bytes}"
+        )));
+    }
+    Ok(arena_bytes as usize)
+}
+
+const NOT_A_FILE: &str = "exportModel/exportSafetensors: only a model from Model.load or Model.fromOnnx has a model file (use exportWeights)";
+
 #[wasm_bindgen]
 impl Model {
     /// W1 "digits-fcn" (1 input channel, 10 classes, 6,218 parameters) with SGD.
@@ -150,13 +181,62 @@ impl Model {
     }
 
     fn build(spec: NetSpec, seed: u32, lr: f32, momentum: f32, arena_bytes: f64) -> Result<Model, JsError> {
-        if !(arena_bytes >= 0.0 && arena_bytes <= u32::MAX as f64) {
-            return Err(JsError::new(&format!(
-                "arenaBytes must be between 0 and 4294967295, got {arena_bytes}"
-            )));
+        let arena_bytes = arena(arena_bytes)?;
+        let inner = Engine::new(spec, seed as u64, lr, momentum, arena_bytes).map_err(js_err)?;
+        Ok(Model {
+            inner: Inner::Net(Box::new(inner)),
+        })
+    }
+
+    /// A model from a model file (`torchlet convert`'s `.tlm`, or `exportModel`), with
+    /// SGD; its parameters and buffers are the file's. `arenaBytes` 0 sizes the arena
+    /// for a batch of 32 at 28x28 (or at the model's fixed input size).
+    pub fn load(
+        #[wasm_bindgen(js_name = tlmBytes)] tlm_bytes: Vec<u8>,
+        lr: f32,
+        momentum: f32,
+        #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
+    ) -> Result<Model, JsError> {
+        let bytes = arena(arena_bytes)?;
+        let inner = FileEngine::new(tlm_bytes, lr, momentum, bytes).map_err(js_err)?;
+        Ok(Model {
+            inner: Inner::File(Box::new(inner)),
+        })
+    }
+
+    /// A model from an ONNX file as PyTorch's `torch.onnx.export` writes it (either
+    /// exporter), imported in the page; `externalData` is the `model.onnx.data` file
+    /// the dynamo exporter writes beside it (or `undefined`). Then as [`Model::load`].
+    #[wasm_bindgen(js_name = fromOnnx)]
+    pub fn from_onnx(
+        bytes: &[u8],
+        #[wasm_bindgen(js_name = externalData)] external_data: Option<Vec<u8>>,
+        lr: f32,
+        momentum: f32,
+        #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
+    ) -> Result<Model, JsError> {
+        let file = loaded::onnx_to_file(bytes, external_data.as_deref()).map_err(js_err)?;
+        Self::load(file, lr, momentum, arena_bytes)
+    }
+
+    /// The model file of a loaded model with its current (trained) values: load it
+    /// again with [`Model::load`], or use it with the `torchlet` command.
+    #[wasm_bindgen(js_name = exportModel)]
+    pub fn export_model(&self) -> Result<Vec<u8>, JsError> {
+        match &self.inner {
+            Inner::File(e) => e.export_model().map_err(js_err),
+            Inner::Net(_) => Err(JsError::new(NOT_A_FILE)),
         }
-        let inner = Engine::new(spec, seed as u64, lr, momentum, arena_bytes as usize).map_err(js_err)?;
-        Ok(Model { inner })
+    }
+
+    /// The parameters and buffers of a loaded model as safetensors under their PyTorch
+    /// `state_dict` names (`model.load_state_dict(safetensors.torch.load_file(...))`).
+    #[wasm_bindgen(js_name = exportSafetensors)]
+    pub fn export_safetensors(&self) -> Result<Vec<u8>, JsError> {
+        match &self.inner {
+            Inner::File(e) => e.export_safetensors().map_err(js_err),
+            Inner::Net(_) => Err(JsError::new(NOT_A_FILE)),
+        }
     }
 
     /// The plan of W1 (SGD with this momentum) at `[batch, 1, height, width]`, without
@@ -170,10 +250,7 @@ impl Model {
 
     /// The plan of this model at `[batch, C, height, width]`.
     pub fn plan(&self, batch: u32, height: u32, width: u32) -> Result<Plan, JsError> {
-        let inner = self
-            .inner
-            .plan(dim(batch), dim(height), dim(width))
-            .map_err(js_err)?;
+        let inner = each!(&self.inner, e => e.plan(dim(batch), dim(height), dim(width)).map_err(js_err))?;
         Ok(Plan { inner })
     }
 
@@ -187,10 +264,9 @@ impl Model {
         width: u32,
         labels: &[u32],
     ) -> Result<Step, JsError> {
-        let s = self
-            .inner
+        let s = each!(&mut self.inner, e => e
             .train_step(x, dim(batch), dim(height), dim(width), labels)
-            .map_err(js_err)?;
+            .map_err(js_err))?;
         Ok(Step {
             loss: s.loss,
             accuracy: s.accuracy,
@@ -199,9 +275,7 @@ impl Model {
 
     /// Class probabilities, `[batch, classes]` row-major.
     pub fn predict(&mut self, x: &[f32], batch: u32, height: u32, width: u32) -> Result<Vec<f32>, JsError> {
-        self.inner
-            .predict(x, dim(batch), dim(height), dim(width))
-            .map_err(js_err)
+        each!(&mut self.inner, e => e.predict(x, dim(batch), dim(height), dim(width)).map_err(js_err))
     }
 
     /// Accuracy (0..1) on `count` labelled images of one size.
@@ -213,74 +287,75 @@ impl Model {
         width: u32,
         labels: &[u32],
     ) -> Result<f32, JsError> {
-        self.inner
-            .evaluate(x, dim(count), dim(height), dim(width), labels)
-            .map_err(js_err)
+        each!(&mut self.inner, e => e.evaluate(x, dim(count), dim(height), dim(width), labels).map_err(js_err))
     }
 
     /// The parameters as bytes in the project's weights format (`torchlet::io`).
     #[wasm_bindgen(js_name = exportWeights)]
     pub fn export_weights(&self) -> Result<Vec<u8>, JsError> {
-        self.inner.export_weights().map_err(js_err)
+        each!(&self.inner, e => e.export_weights().map_err(js_err))
     }
 
     /// Replaces the parameters with ones from `exportWeights` (same network). A corrupt
     /// or mismatched blob throws and leaves the model as it was.
     #[wasm_bindgen(js_name = importWeights)]
     pub fn import_weights(&mut self, bytes: &[u8]) -> Result<(), JsError> {
-        self.inner.import_weights(bytes).map_err(js_err)
+        each!(&mut self.inner, e => e.import_weights(bytes).map_err(js_err))
     }
 
     /// Loss of the last successful training step (NaN before the first).
     #[wasm_bindgen(getter)]
     pub fn loss(&self) -> f32 {
-        self.inner.last.map_or(f32::NAN, |s| s.loss)
+        each!(&self.inner, e => e.last).map_or(f32::NAN, |s| s.loss)
     }
 
     /// Batch accuracy of the last successful training step (NaN before the first).
     #[wasm_bindgen(getter)]
     pub fn accuracy(&self) -> f32 {
-        self.inner.last.map_or(f32::NAN, |s| s.accuracy)
+        each!(&self.inner, e => e.last).map_or(f32::NAN, |s| s.accuracy)
     }
 
     /// Training steps taken.
     #[wasm_bindgen(getter)]
     pub fn steps(&self) -> f64 {
-        self.inner.steps as f64
+        each!(&self.inner, e => e.steps) as f64
     }
 
     /// The SGD learning rate (settable, e.g. for fine-tuning).
     #[wasm_bindgen(getter)]
     pub fn lr(&mut self) -> f32 {
-        self.inner.sgd().lr
+        each!(&mut self.inner, e => e.sgd().lr)
     }
     /// Sets the SGD learning rate.
     #[wasm_bindgen(setter)]
     pub fn set_lr(&mut self, lr: f32) {
-        self.inner.sgd().lr = lr;
+        each!(&mut self.inner, e => e.sgd().lr = lr);
     }
 
     /// Arena capacity in bytes.
     #[wasm_bindgen(getter, js_name = arenaBytes)]
     pub fn arena_bytes(&self) -> f64 {
-        self.inner.arena_bytes() as f64
+        each!(&self.inner, e => e.arena_bytes()) as f64
     }
 
     /// Most arena bytes any call has used so far.
     #[wasm_bindgen(getter, js_name = highWaterBytes)]
     pub fn high_water_bytes(&self) -> f64 {
-        self.inner.high_water_bytes() as f64
+        each!(&self.inner, e => e.high_water_bytes()) as f64
     }
 
     /// Number of trainable scalars.
     #[wasm_bindgen(getter, js_name = numParameters)]
     pub fn num_parameters(&self) -> f64 {
-        self.inner.num_parameters() as f64
+        each!(&self.inner, e => e.num_parameters()) as f64
     }
 
     /// Input channels the network expects.
     #[wasm_bindgen(getter, js_name = inChannels)]
     pub fn in_channels(&self) -> u32 {
-        self.inner.spec().in_channels() as u32
+        (match &self.inner {
+            Inner::Net(e) => e.spec().in_channels(),
+            Inner::File(e) => e.in_channels(),
+        }) as u32
     }
 }

@@ -17,8 +17,8 @@
 use serde::Deserialize;
 use torchlet::init::Rng;
 use torchlet::nn::{
-    digits_fcn, BatchNorm2d, BatchNormOptions, Conv1d, Conv2d, ConvTranspose2d, Dropout, GroupNorm, Layer, Linear,
-    OpLayer, ParamValue,
+    digits_fcn, BatchNorm2d, BatchNormOptions, Conv1d, Conv2d, ConvTranspose2d, Dropout, GroupNorm, Layer,
+    Linear, OpLayer, ParamValue,
 };
 use torchlet::{Conv1dParams, Conv2dParams, ConvTranspose2dParams, Error, Graph, Pool2dParams};
 

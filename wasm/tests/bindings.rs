@@ -398,7 +398,13 @@ fn any_one_input_op_is_a_layer_by_its_name() {
         {"type": "hardswish"}, {"type": "global_avg_pool2d"}, {"type": "flatten"},
         {"type": "linear", "out_features": 3}, {"type": "softmax", "dim": 1}]"#;
     let mut m = Model::from_layers(spec, 1, 0, 0.1, 0.0, 0.0).unwrap();
-    let names: Vec<String> = m.plan(2, 6, 6).unwrap().layers().iter().map(|l| l.name()).collect();
+    let names: Vec<String> = m
+        .plan(2, 6, 6)
+        .unwrap()
+        .layers()
+        .iter()
+        .map(|l| l.name())
+        .collect();
     assert_eq!(names[1], "hardswish");
     assert_eq!(names[5], "softmax");
     // predict's own softmax over the layer's probabilities (each in (0, 1)) keeps

@@ -180,10 +180,10 @@ function showProbs(probs) {
     .join('');
 }
 
-function showPlan(h, w, plan) {
+function showPlan(h, w, plan, target = 'plan', summaryId = 'plan-summary') {
   const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
-  $('plan').innerHTML =
-    `<p id="plan-summary">Input 1x1x${h}x${w}: training step <b>${kib(plan.trainBytes)}</b> ` +
+  $(target).innerHTML =
+    `<p id="${summaryId}">Input 1x1x${h}x${w}: training step <b>${kib(plan.trainBytes)}</b> ` +
     `(${plan.trainBytes} bytes), prediction <b>${kib(plan.inferBytes)}</b>, of which ` +
     `parameters, gradients and SGD state ${kib(plan.persistentBytes)}.</p>` +
     '<table><tr><th>#</th><th>layer</th><th>output shape</th></tr>' +
@@ -263,6 +263,39 @@ $('import').onchange = async (e) => {
     $('weights-status').textContent = `Loaded ${r.size} bytes from ${file.name}.`;
   } catch (err) {
     $('weights-status').textContent = '';
+    showError(err.message);
+  } finally {
+    e.target.value = '';
+  }
+};
+
+// ---- load your own model ----------------------------------------------------------
+$('onnx').onchange = async (e) => {
+  const file = e.target.files[0];
+  if (!file) return;
+  const extra = $('onnx-data').files[0];
+  $('onnx-status').textContent = `Importing ${file.name}…`;
+  try {
+    const r = await request({
+      type: 'loadOnnx', bytes: await file.arrayBuffer(),
+      data: extra ? await extra.arrayBuffer() : undefined, lr: +$('lr').value,
+    });
+    showError('');
+    $('onnx-status').textContent =
+      `Loaded ${file.name}${extra ? ` with ${extra.name}` : ''}: ${r.params} parameters and buffers, ` +
+      `${r.channels} input channel(s), a ${(r.arenaBytes / 1024).toFixed(0)} KiB arena. Press Train.`;
+    showPlan(28, 28, r.plan, 'onnx-plan', 'onnx-plan-summary');
+    // A fresh model: the accuracy shown is its own from now on.
+    history.length = 0;
+    plot();
+    $('heldout').textContent = '–';
+    $('heldout').dataset.acc = '0';
+    delete document.body.dataset.trained;
+    $('train').disabled = false;
+    $('stop').disabled = true;
+    document.body.dataset.model = file.name;
+  } catch (err) {
+    $('onnx-status').textContent = `${file.name} was not loaded; the current model is unchanged.`;
     showError(err.message);
   } finally {
     e.target.value = '';

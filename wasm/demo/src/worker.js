@@ -7,6 +7,7 @@ import { parseDigits, croppedDigits, batches, rng, heldOutAccuracy } from './dig
 let model = null;
 let data = null;
 let training = false;
+let run = 0; // the current training loop; loading a model ends the old one
 
 const post = (m) => self.postMessage(m);
 const tick = () => new Promise((r) => setTimeout(r, 0));
@@ -30,12 +31,13 @@ async function setup() {
 async function train({ epochs, batch, lr, evalEvery }) {
   if (training) return;
   training = true;
+  const mine = ++run;
   const stream = batches(data.train, batch, rng(1));
   const stepsPerEpoch = Math.ceil(data.train.length / batch) + 10; // bucket remainders
   const total = epochs * stepsPerEpoch;
   let step = 0, lossSum = 0, accSum = 0, n = 0, busy = 0;
   const t0 = performance.now();
-  while (step < total && training) {
+  while (step < total && training && run === mine) {
     const c0 = performance.now();
     for (let k = 0; k < 10 && step < total; k++, step++) {
       // Step decay: the last third of the run at a tenth of the rate.
@@ -58,6 +60,7 @@ async function train({ epochs, batch, lr, evalEvery }) {
     }
     await tick();
   }
+  if (run !== mine) return; // a loaded model replaced this one: nothing to report
   training = false;
   post({ type: 'done', step });
 }
@@ -80,6 +83,19 @@ const handlers = {
   },
   plan({ h, w }) {
     return { type: 'plan', h, w, plan: planOf(h, w) };
+  },
+  loadOnnx({ bytes, data, lr = 0.05 }) {
+    // Stop a running training loop (it exits at its next chunk) and swap the model only
+    // once the new one is built: a refused file leaves the current model in place.
+    const next = Model.fromOnnx(new Uint8Array(bytes), data ? new Uint8Array(data) : undefined, lr, 0.9, 0);
+    training = false;
+    run++;
+    model.free();
+    model = next;
+    return {
+      type: 'loaded', params: model.numParameters, arenaBytes: model.arenaBytes,
+      channels: model.inChannels, plan: planOf(28, 28),
+    };
   },
   exportWeights() {
     const bytes = model.exportWeights();

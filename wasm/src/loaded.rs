@@ -1,0 +1,349 @@
+//! The engine of a loaded model: a model file (`torchlet::model`, or an ONNX file
+//! imported into one by `torchlet-onnx`) run on the tape by op name, with SGD and an
+//! owned arena sized from the model's own meta plan, as [`crate::Engine`] does for
+//! layer networks. Training steps run in training mode (BatchNorm batch statistics,
+//! dropout), predictions in eval mode; every call ends its step whatever happened.
+
+use crate::engine::{count_correct, evaluate_by, softmax_into, Plan, PlannedLayer, StepStats, AUTO_BATCH};
+use crate::owned::{OwnedGraph, OwnedModel};
+use core::cell::RefCell;
+use core::fmt;
+use torchlet::model::{encode, DimSpec, Model, ModelFile};
+use torchlet::optim::Sgd;
+use torchlet::plan::Planner;
+use torchlet::{Error, Graph};
+
+/// Tape capacity of a loaded model's graph: its parameters and buffers, the input and
+/// every node output of one step (a file with more nodes is refused when it runs).
+pub const MODEL_TAPE: usize = 1024;
+
+/// An error of a loaded model, with the place the model names (node, tensor, input).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadError(pub String);
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Error> for LoadError {
+    fn from(e: Error) -> Self {
+        LoadError(e.to_string())
+    }
+}
+
+fn msg(e: impl fmt::Display) -> LoadError {
+    LoadError(e.to_string())
+}
+
+type R<T> = Result<T, LoadError>;
+
+/// The dims of `file`'s first input for a `[batch, C, h, w]` call: `[batch, C, h, w]`
+/// for an NCHW input, `[batch, C, w]` for an NCL one, `[batch, F]` for a flat one.
+fn input_dims(file: &ModelFile<'_>, batch: usize, h: usize, w: usize) -> R<Vec<usize>> {
+    let rec = file
+        .inputs()
+        .next()
+        .ok_or_else(|| msg("model: the model has no input"))?;
+    let fixed = |d: &DimSpec| match *d {
+        DimSpec::Fixed(n) => n,
+        DimSpec::Free { min } => min.max(1),
+    };
+    Ok(match rec.dims() {
+        [_, c, _, _] => vec![batch, fixed(c), h, w],
+        [_, c, _] => vec![batch, fixed(c), w],
+        [_, f] => vec![batch, fixed(f)],
+        other => {
+            return Err(LoadError(format!(
+                "model: an input of {} dims is not supported here",
+                other.len()
+            )))
+        }
+    })
+}
+
+/// The input's channels (or features).
+fn channels(file: &ModelFile<'_>) -> usize {
+    file.inputs()
+        .next()
+        .and_then(|r| match r.dims().get(1) {
+            Some(DimSpec::Fixed(n)) => Some(*n),
+            _ => None,
+        })
+        .unwrap_or(1)
+}
+
+/// The default plan size: 28x28 where the input's H and W are free (at least their
+/// minimum), the file's size where they are fixed.
+fn default_hw(file: &ModelFile<'_>) -> (usize, usize) {
+    let size = |d: Option<&DimSpec>| match d {
+        Some(DimSpec::Fixed(n)) => *n,
+        Some(DimSpec::Free { min }) => (*min).max(28),
+        None => 1,
+    };
+    match file.inputs().next().as_ref().map(|r| r.dims()) {
+        Some([_, _, h, w]) => (size(Some(h)), size(Some(w))),
+        Some([_, _, l]) => (1, size(Some(l))),
+        _ => (1, 1),
+    }
+}
+
+/// The meta plan of `file` at `[batch, C, h, w]` with SGD of this momentum: the same
+/// setup (tensors, SGD state) and step (training mode, cross-entropy, backward; eval
+/// mode forward for the prediction) on a meta graph.
+pub fn plan(file: ModelFile<'_>, momentum: f32, batch: usize, h: usize, w: usize) -> R<Plan> {
+    let dims = input_dims(&file, batch, h, w)?;
+    let shapes = RefCell::new(Vec::new());
+    let failed = RefCell::new(None);
+    let planner = Planner::<f32, MODEL_TAPE, _, _>::new(
+        |g: &mut Graph<'static, f32, MODEL_TAPE>| {
+            let m = Model::new(g, file).map_err(|e| {
+                *failed.borrow_mut() = Some(msg(e));
+                e.error
+            })?;
+            Sgd::new(g, 0.01, momentum, 0.0)?;
+            Ok(m)
+        },
+        |g: &mut Graph<'static, f32, MODEL_TAPE>, m: &Model<'_>, _h: usize, _w: usize| {
+            let x = g.input(&dims, &[])?;
+            g.set_training(g.grad_enabled());
+            let mut out = [x];
+            let record = g.grad_enabled();
+            m.forward_with(g, &[x], &mut out, |node, g, y| {
+                if let (true, Some(n), Ok(s)) = (record, file.nodes().nth(node), g.shape(y)) {
+                    shapes.borrow_mut().push(PlannedLayer {
+                        name: n.op.to_string(),
+                        shape: s.dims().to_vec(),
+                    });
+                }
+            })
+            .map_err(|e| {
+                *failed.borrow_mut() = Some(msg(e));
+                e.error
+            })?;
+            if !g.grad_enabled() {
+                return Ok(out[0]);
+            }
+            let n = g.shape(out[0])?.dims().first().copied().unwrap_or(1);
+            g.cross_entropy(out[0], &vec![0; n])
+        },
+    );
+    let p = planner.plan(h, w);
+    if let Some(e) = failed.take() {
+        return Err(e);
+    }
+    let p = p?;
+    Ok(Plan {
+        train_bytes: p.step_bytes,
+        infer_bytes: p.inference_bytes,
+        persistent_bytes: p.persistent_bytes,
+        layers: shapes.into_inner(),
+    })
+}
+
+/// Imports an ONNX model (`external` is its `model.onnx.data`, if it has one) and
+/// encodes it as a model file.
+pub fn onnx_to_file(onnx: &[u8], external: Option<&[u8]>) -> R<Vec<u8>> {
+    let spec = torchlet_onnx::import(onnx, external, &Default::default()).map_err(msg)?;
+    encode(&spec).map_err(msg)
+}
+
+/// A loaded model with its optimizer and its own arena.
+pub struct FileEngine {
+    // Declared first so it drops first; it does not borrow the model's bytes anyway
+    // (every tensor is copied into the arena).
+    g: OwnedGraph<MODEL_TAPE>,
+    model: OwnedModel,
+    sgd: Sgd,
+    labels: Vec<usize>,
+    /// Statistics of the last successful training step.
+    pub last: Option<StepStats>,
+    /// Training steps taken.
+    pub steps: u64,
+}
+
+impl FileEngine {
+    /// Checks `bytes` as a model file and builds it with SGD (`lr`, `momentum`) over an
+    /// arena of `arena_bytes` (0: the plan of a batch of [`AUTO_BATCH`] at 28x28, or at
+    /// the model's fixed size).
+    pub fn new(bytes: Vec<u8>, lr: f32, momentum: f32, arena_bytes: usize) -> R<Self> {
+        let file = ModelFile::parse(&bytes).map_err(msg)?;
+        let words = if arena_bytes == 0 {
+            let (h, w) = default_hw(&file);
+            plan(file, momentum, AUTO_BATCH, h, w)?.train_bytes
+        } else {
+            arena_bytes
+        }
+        .div_ceil(4);
+        let mut g = OwnedGraph::new(words);
+        let (model, sgd) = g.with(|g| -> R<_> {
+            let model = OwnedModel::new(bytes, g).map_err(LoadError)?;
+            let sgd = Sgd::new(g, lr, momentum, 0.0)?;
+            Ok((model, sgd))
+        })?;
+        Ok(FileEngine {
+            g,
+            model,
+            sgd,
+            labels: Vec::new(),
+            last: None,
+            steps: 0,
+        })
+    }
+
+    /// The SGD settings.
+    pub fn sgd(&mut self) -> &mut Sgd {
+        &mut self.sgd
+    }
+
+    /// Arena capacity in bytes.
+    pub fn arena_bytes(&self) -> usize {
+        self.g.get().arena().capacity_bytes()
+    }
+
+    /// Most arena bytes used by any step so far.
+    pub fn high_water_bytes(&self) -> usize {
+        self.g.get().arena().high_water_bytes()
+    }
+
+    /// Number of scalars in the model's parameters and buffers.
+    pub fn num_parameters(&self) -> usize {
+        self.model.get().file().tensors().map(|t| t.shape.numel()).sum()
+    }
+
+    /// The input's channels.
+    pub fn in_channels(&self) -> usize {
+        channels(self.model.get().file())
+    }
+
+    /// The plan of this model at `[batch, C, h, w]`.
+    pub fn plan(&self, batch: usize, h: usize, w: usize) -> R<Plan> {
+        plan(*self.model.get().file(), self.sgd.momentum, batch, h, w)
+    }
+
+    /// One SGD step in training mode on `batch` inputs with one class label each.
+    pub fn train_step(
+        &mut self,
+        x: &[f32],
+        batch: usize,
+        h: usize,
+        w: usize,
+        labels: &[u32],
+    ) -> R<StepStats> {
+        self.labels.clear();
+        self.labels.extend(labels.iter().map(|&l| l as usize));
+        let m = self.model.get();
+        let dims = input_dims(m.file(), batch, h, w)?;
+        let (sgd, targets) = (&mut self.sgd, &self.labels);
+        let r = self.g.with(|g| {
+            g.set_training(true);
+            let r = (|| -> R<StepStats> {
+                g.zero_grad();
+                let x = g.input(&dims, x)?;
+                let logits = m.forward(g, &[x]).map_err(msg)?;
+                let loss = g.cross_entropy(logits, targets)?;
+                let correct = count_correct(g.data(logits)?, targets);
+                let loss_v = g.data(loss)?[0];
+                g.backward(loss)?;
+                sgd.step(g)?;
+                Ok(StepStats {
+                    loss: loss_v,
+                    accuracy: correct as f32 / batch.max(1) as f32,
+                })
+            })();
+            g.end_step();
+            r
+        });
+        if let Ok(s) = r {
+            self.last = Some(s);
+            self.steps += 1;
+        }
+        r
+    }
+
+    /// Class probabilities (softmax over each row of the output), in eval mode.
+    pub fn predict(&mut self, x: &[f32], batch: usize, h: usize, w: usize) -> R<Vec<f32>> {
+        let m = self.model.get();
+        let dims = input_dims(m.file(), batch, h, w)?;
+        self.g.with(|g| {
+            g.set_grad_enabled(false);
+            g.set_training(false);
+            let r = (|| -> R<Vec<f32>> {
+                let x = g.input(&dims, x)?;
+                let logits = m.forward(g, &[x]).map_err(msg)?;
+                let l = g.data(logits)?;
+                let classes = (l.len() / batch.max(1)).max(1);
+                let mut p = Vec::with_capacity(l.len());
+                for row in l.chunks_exact(classes) {
+                    softmax_into(row, &mut p);
+                }
+                Ok(p)
+            })();
+            g.end_step();
+            g.set_grad_enabled(true);
+            r
+        })
+    }
+
+    /// Accuracy on `count` labelled inputs of one size, one at a time (eval mode).
+    pub fn evaluate(&mut self, x: &[f32], count: usize, h: usize, w: usize, labels: &[u32]) -> R<f32> {
+        let per: usize = input_dims(self.model.get().file(), 1, h, w)?.iter().product();
+        evaluate_by(per, x, count, labels, |img| self.predict(img, 1, h, w))
+    }
+
+    /// The model's tensors in the project's weights format, with their PyTorch names.
+    pub fn export_weights(&self) -> R<Vec<u8>> {
+        self.model.get().to_weights_bytes(self.g.get()).map_err(msg)
+    }
+
+    /// Loads weights from [`FileEngine::export_weights`]; checked before anything is
+    /// written, so on error the model is untouched.
+    pub fn import_weights(&mut self, bytes: &[u8]) -> R<()> {
+        Ok(self.g.with(|g| torchlet::io::load(g, bytes))?)
+    }
+
+    /// The model file with the current (trained) values.
+    pub fn export_model(&self) -> R<Vec<u8>> {
+        self.model.get().to_file_bytes(self.g.get()).map_err(msg)
+    }
+
+    /// The parameters and buffers as safetensors under their PyTorch `state_dict`
+    /// names (`num_batches_tracked` as int64; a BatchNorm without one, as ONNX files
+    /// are, gets a 0, which `load_state_dict` wants).
+    pub fn export_safetensors(&self) -> R<Vec<u8>> {
+        use safetensors::tensor::TensorView;
+        use safetensors::Dtype;
+        let bytes = self.export_model()?;
+        let file = ModelFile::parse(&bytes).map_err(msg)?;
+        let mut raw: Vec<(String, Vec<usize>, Dtype, Vec<u8>)> = Vec::new();
+        for t in file.tensors() {
+            let (dtype, data) = if t.name.ends_with("num_batches_tracked") {
+                (
+                    Dtype::I64,
+                    t.values().flat_map(|v| (v as i64).to_le_bytes()).collect(),
+                )
+            } else {
+                (Dtype::F32, t.values().flat_map(f32::to_le_bytes).collect())
+            };
+            raw.push((t.name.to_string(), t.shape.dims().to_vec(), dtype, data));
+        }
+        let bn: Vec<String> = raw
+            .iter()
+            .filter_map(|t| t.0.strip_suffix(".running_mean"))
+            .map(|p| format!("{p}.num_batches_tracked"))
+            .filter(|n| !raw.iter().any(|t| &t.0 == n))
+            .collect();
+        for n in bn {
+            raw.push((n, vec![], Dtype::I64, 0i64.to_le_bytes().to_vec()));
+        }
+        let mut views = Vec::with_capacity(raw.len());
+        for (name, shape, dtype, data) in &raw {
+            views.push((
+                name.as_str(),
+                TensorView::new(*dtype, shape.clone(), data).map_err(msg)?,
+            ));
+        }
+        safetensors::serialize(views, None).map_err(msg)
+    }
+}

@@ -44,10 +44,7 @@ fn an_op_layer_calls_the_op_with_its_parameters() {
     const REPLICATE: ParamValue = ParamValue::Word(*b"replicate\0\0\0\0\0\0", 9);
     let pad = OpLayer::new("pad")
         .unwrap()
-        .with(&[
-            ("pad", ParamValue::Ints([1, 0, 0, 0], 4)),
-            ("mode", REPLICATE),
-        ])
+        .with(&[("pad", ParamValue::Ints([1, 0, 0, 0], 4)), ("mode", REPLICATE)])
         .unwrap();
     let q = pad.forward(&mut g, x).unwrap();
     assert_eq!(&g.data(q).unwrap()[..5], &[1., 1., 2., 3., 4.]);

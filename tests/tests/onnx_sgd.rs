@@ -31,10 +31,16 @@ fn reference(model: &str) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
         .into_iter()
         .map(|(name, v)| {
             let data = match v.dtype() {
-                safetensors::Dtype::F32 => {
-                    v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
-                }
-                _ => v.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f32).collect(),
+                safetensors::Dtype::F32 => v
+                    .data()
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect(),
+                _ => v
+                    .data()
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f32)
+                    .collect(),
             };
             (name, (v.shape().to_vec(), data))
         })
@@ -82,11 +88,18 @@ fn one_sgd_step_of_every_zoo_model_equals_pytorchs() {
                 let got = g.data(m.param(t.index).unwrap()).unwrap();
                 assert_eq!(t.shape.dims(), &wd[..], "{file} {}", t.name);
                 for (i, (a, b)) in got.iter().zip(want).enumerate() {
-                    assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{file} {}[{i}]: {a} vs {b}", t.name);
+                    assert!(
+                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                        "{file} {}[{i}]: {a} vs {b}",
+                        t.name
+                    );
                 }
                 checked += 1;
             }
-            let expected = refs.keys().filter(|k| k.starts_with("sgd.") && !k.ends_with("num_batches_tracked")).count();
+            let expected = refs
+                .keys()
+                .filter(|k| k.starts_with("sgd.") && !k.ends_with("num_batches_tracked"))
+                .count();
             assert_eq!(checked, expected, "{file}: every state_dict entry compared");
         }
     }

@@ -108,6 +108,8 @@ if grep -q 'FAIL' target/qemu-bad_input.log; then echo "FAIL: bad_input" >&2; ex
 echo "--- kernel_bench: instructions per MAC of the f32 conv kernels (M4F)"
 run_bin kernel_bench
 expect kernel_bench 'all W1 conv passes at 28x28: [0-9]+ MACs, [0-9]+ instructions, [0-9.]+ instructions/MAC'
+expect kernel_bench 'depthwise 3x3 32ch 14x14, all three passes: [0-9.]+ instructions/MAC'
+expect kernel_bench 'pointwise 1x1 16->32 14x14, all three passes: [0-9.]+ instructions/MAC'
 
 echo "--- w1_train_size: the program whose size is the engine's code (M4F), default and small-kernels"
 run_bin w1_train_size

@@ -69,6 +69,11 @@ pub fn run(s: &Settings) -> Result<(), String> {
     let mut order: Vec<usize> = (0..n).collect();
     rng.shuffle(&mut order);
     let (mut at, mut losses) = (0usize, Vec::with_capacity(steps));
+    // One batch's samples and targets, refilled every step.
+    let (mut xb, mut yb) = (
+        Vec::with_capacity(batch * per_x),
+        Vec::with_capacity(batch * per_y),
+    );
     for _ in 0..steps {
         if at >= n {
             rng.shuffle(&mut order);
@@ -76,16 +81,12 @@ pub fn run(s: &Settings) -> Result<(), String> {
         }
         let idx = &order[at..(at + batch).min(n)];
         at += idx.len();
-        let xb: Vec<f32> = idx
-            .iter()
-            .flat_map(|&i| &x.data[i * per_x..(i + 1) * per_x])
-            .copied()
-            .collect();
-        let yb: Vec<i64> = idx
-            .iter()
-            .flat_map(|&i| &labels[i * per_y..(i + 1) * per_y])
-            .copied()
-            .collect();
+        xb.clear();
+        yb.clear();
+        for &i in idx {
+            xb.extend_from_slice(&x.data[i * per_x..(i + 1) * per_x]);
+            yb.extend_from_slice(&labels[i * per_y..(i + 1) * per_y]);
+        }
         dims[0] = idx.len();
         let r = (|| {
             g.zero_grad();

@@ -228,21 +228,36 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         b: Option<NodeId>,
         p: Conv2dParams,
     ) -> Result<()> {
-        let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let g = geometry(xn.shape(), wn.shape(), None, &p)?;
+        self.conv_grads(i, x, w, b, &g)
+    }
+
+    /// The gradients of record `i`'s convolution of geometry `g` (conv2d, and conv1d
+    /// as a one-row conv2d) into those of input `x`, weight `w` and bias `b` that
+    /// have one.
+    pub(crate) fn conv_grads(
+        &mut self,
+        i: usize,
+        x: NodeId,
+        w: NodeId,
+        b: Option<NodeId>,
+        g: &ConvGeom,
+    ) -> Result<()> {
+        let gy = self.grads_for(i)?;
+        let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, wn.data], gx, |[gy, w], gx| {
-                S::Kernels::conv2d_backward_input(&g, gy, w, gx)
+                S::Kernels::conv2d_backward_input(g, gy, w, gx)
             })?;
         }
         if let Some(gw) = self.grad_of(w) {
             self.exec([gy, xn.data], gw, |[gy, x], gw| {
-                S::Kernels::conv2d_backward_weight(&g, gy, x, gw)
+                S::Kernels::conv2d_backward_weight(g, gy, x, gw)
             })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([gy], gb, |[gy], gb| S::Kernels::conv2d_backward_bias(&g, gy, gb))?;
+            self.exec([gy], gb, |[gy], gb| S::Kernels::conv2d_backward_bias(g, gy, gb))?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use super::conv::{geometry_of, Conv2dParams};
 use super::expect_rank;
 use super::registry::{need, opt, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{word, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Tensor};
+use crate::graph::{word, BackwardFn, Graph, NoGrad, Op, OpKind, Tensor};
 use crate::kernels::conv::ConvGeom;
 use crate::kernels::KernelSet;
 use crate::scalar::Scalar;
@@ -139,23 +139,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             groups: xn.shape().dim(1) / wn.shape().dim(1).max(1),
         };
         let geo = geometry(xn.shape(), wn.shape(), None, &p)?;
-        let gy = g.grads_for(i)?;
-        if let Some(gx) = g.grad_of(x) {
-            g.exec([gy, wn.data], gx, |[gy, w], gx| {
-                S::Kernels::conv2d_backward_input(&geo, gy, w, gx)
-            })?;
-        }
-        if let Some(gw) = g.grad_of(w) {
-            g.exec([gy, xn.data], gw, |[gy, x], gw| {
-                S::Kernels::conv2d_backward_weight(&geo, gy, x, gw)
-            })?;
-        }
-        if let Some(gb) = b.and_then(|b: NodeId| g.grad_of(b)) {
-            g.exec([gy], gb, |[gy], gb| {
-                S::Kernels::conv2d_backward_bias(&geo, gy, gb)
-            })?;
-        }
-        Ok(())
+        g.conv_grads(i, x, w, b, &geo)
     }
 
     /// conv1d called by name (`stride`, `padding`, `dilation` as integers or

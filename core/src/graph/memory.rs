@@ -47,7 +47,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         self.nodes[k + 1..]
             .iter()
-            .any(|c| c.requires_grad() && !c.spent() && c.op().reads_input_data(k as NodeId))
+            .any(|c| c.requires_grad() && !c.spent() && c.op().reads_input_data(k as NodeId, self.wanted(c)))
+    }
+
+    /// Which of `c`'s record inputs want a gradient (bit `j` for input `j`).
+    fn wanted(&self, c: &super::Node<S, N>) -> u8 {
+        let wants = |j: usize| c.op().inputs()[j].is_some_and(|i| self.nodes[i as usize].requires_grad());
+        (0..3).filter(|&j| wants(j)).fold(0, |m, j| m | 1 << j)
     }
 
     /// Nodes sharing node `k`'s data span (itself, its views, inputs taken over in place).

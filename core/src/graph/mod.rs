@@ -27,7 +27,7 @@ mod trace;
 pub(crate) use finite::first_non_finite;
 pub use no_grad::NoGrad;
 pub(crate) use node::{
-    f32_words, word, words_f32, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS,
+    f32_words, reads, word, words_f32, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS,
 };
 pub use trace::{TraceEvent, TraceFn};
 

@@ -35,9 +35,11 @@ const NO_INPUT: NodeId = NodeId::MAX;
 pub(crate) struct OpKind {
     /// The PyTorch-style name (`"conv2d"`, `"relu_"`), for errors and the trace.
     pub name: &'static str,
-    /// Bit `k` set: the op's backward reads input `k`'s data, which must then live
-    /// until that backward has run.
-    pub reads_inputs: u8,
+    /// Entry `k`: the inputs (bit `j` for input `j`) whose gradient the backward
+    /// computes from input `k`'s data. Input `k`'s data must live until that backward
+    /// has run only when one of them wants a gradient: a convolution whose weight is
+    /// frozen keeps nothing of its input ([`reads`] for "whatever is wanted").
+    pub reads_inputs: [u8; 3],
     /// The op's backward reads the record's own output.
     pub reads_output: bool,
 }
@@ -45,9 +47,23 @@ pub(crate) struct OpKind {
 /// Parameters and inputs: nothing to replay.
 pub(crate) static LEAF: OpKind = OpKind {
     name: "leaf",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
+
+/// [`OpKind::reads_inputs`] of an op whose backward reads input `k`'s data (bit `k` of
+/// `bits`) whichever gradients are wanted.
+pub(crate) const fn reads(bits: u8) -> [u8; 3] {
+    let mut out = [0; 3];
+    let mut k = 0;
+    while k < 3 {
+        if bits & (1 << k) != 0 {
+            out[k] = 0b111;
+        }
+        k += 1;
+    }
+    out
+}
 
 /// Half-words of op parameters a record holds (conv2d's stride, padding and dilation
 /// take all six; its groups follow from the input and weight shapes). Each costs every
@@ -139,10 +155,10 @@ impl Op {
         self.inputs()[k]
     }
 
-    /// Whether this op's backward reads the data of input `k`.
-    pub(crate) fn reads_input_data(&self, k: NodeId) -> bool {
-        let (bits, [a, b, c]) = (self.kind.reads_inputs, self.inputs);
-        (bits & 1 != 0 && a == k) || (bits & 2 != 0 && b == k) || (bits & 4 != 0 && c == k)
+    /// Whether this op's backward reads the data of node `k`, given which of the
+    /// record's inputs want a gradient (bit `j` of `wanted` for input `j`).
+    pub(crate) fn reads_input_data(&self, k: NodeId, wanted: u8) -> bool {
+        (0..3).any(|j| self.inputs[j] == k && self.kind.reads_inputs[j] & wanted != 0)
     }
 
     /// Whether this op's backward reads its own output.

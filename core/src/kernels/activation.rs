@@ -24,16 +24,6 @@ pub fn relu6<S: Scalar>(x: S) -> S {
     }
 }
 
-/// relu6's gradient from its output `y`: `g` where `0 < y < 6`.
-#[inline]
-pub fn relu6_grad<S: Scalar>(g: S, y: S) -> S {
-    if y > S::ZERO && y < six() {
-        g
-    } else {
-        S::ZERO
-    }
-}
-
 /// `x * relu6(x + 3) / 6`.
 #[inline]
 pub fn hardswish<S: Scalar>(x: S) -> S {

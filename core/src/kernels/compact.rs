@@ -36,6 +36,18 @@ pub fn relu_inplace_masked<S: Scalar>(x: &mut [S], mask: &mut [S]) {
     }
 }
 
+/// Sets `mask`'s bit `j` where `pass(x[j])` (relu6's `0 < x < 6`); an empty `mask`
+/// keeps nothing.
+pub fn band_mask<S: Scalar>(x: &[S], mask: &mut [S], pass: impl Fn(S) -> bool) {
+    for (chunk, m) in x.chunks(MASK_BITS).zip(mask.iter_mut()) {
+        let bits = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |b, (j, &v)| b | (pass(v) as u32) << j);
+        *m = S::from_bits(bits);
+    }
+}
+
 /// `gx += gy` where the mask bit is set.
 pub fn relu_masked_backward<S: Scalar>(gy: &[S], mask: &[S], gx: &mut [S]) {
     for ((gxc, gyc), m) in gx.chunks_mut(MASK_BITS).zip(gy.chunks(MASK_BITS)).zip(mask) {

@@ -187,11 +187,31 @@ pub fn batch_norm_backward_input<S: Scalar>(
         }
         for b in 0..g.n {
             let at = (b * g.c + ch) * g.inner;
-            let rows = x[at..at + g.inner].iter().zip(&gy[at..at + g.inner]);
-            for (gxv, (&xv, &gv)) in gx[at..at + g.inner].iter_mut().zip(rows) {
+            let (gxr, gyr) = (&mut gx[at..at + g.inner], &gy[at..at + g.inner]);
+            if !batch {
+                // Fixed statistics: the input's values do not enter (it may be gone).
+                gxr.iter_mut().zip(gyr).for_each(|(gxv, &gv)| *gxv += a * gv);
+                continue;
+            }
+            for (gxv, (&xv, &gv)) in gxr.iter_mut().zip(x[at..at + g.inner].iter().zip(gyr)) {
                 *gxv += a * (gv - m1 - (xv - m) * r * m2);
             }
         }
+    }
+}
+
+/// `gb[ch] += sum gy` over each channel: the bias gradient of a normalisation, which
+/// needs nothing of the input (a frozen-weight layer keeps nothing for it).
+pub fn bias_grads<S: Scalar>(g: NormGeom, gy: &[S], gb: &mut [S]) {
+    for (ch, v) in gb.iter_mut().enumerate().take(g.c) {
+        let mut sb = S::acc_zero();
+        for b in 0..g.n {
+            let at = (b * g.c + ch) * g.inner;
+            gy[at..at + g.inner]
+                .iter()
+                .for_each(|&gv| sb = S::acc_add(sb, gv));
+        }
+        *v += S::from_acc(sb);
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::registry::{need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{
     f32_words, words_f32, BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS,
 };
@@ -15,7 +16,7 @@ use crate::scalar::Scalar;
 const fn kind(name: &'static str, reads_output: bool) -> OpKind {
     OpKind {
         name,
-        reads_inputs: if reads_output { 0 } else { 0b001 },
+        reads_inputs: if reads_output { reads(0) } else { reads(0b001) },
         reads_output,
     }
 }
@@ -27,7 +28,7 @@ static TANH: OpKind = kind("tanh", true);
 /// In-place ReLU: the output took over the input's memory; a bit mask is saved.
 static RELU_MASKED: OpKind = OpKind {
     name: "relu_",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

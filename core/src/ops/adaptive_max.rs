@@ -4,6 +4,7 @@
 use super::expect_rank;
 use super::registry::{need, pair, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{Graph, Op, OpKind, Tensor};
 use crate::kernels::pool::adaptive_max as k;
 use crate::kernels::pool::PoolGeom;
@@ -12,7 +13,7 @@ use crate::shape::Shape;
 
 static ADAPTIVE_MAX_POOL2D: OpKind = OpKind {
     name: "adaptive_max_pool2d",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

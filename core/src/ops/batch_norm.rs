@@ -22,11 +22,20 @@ use crate::shape::Shape;
 
 const OP: &str = "batch_norm";
 
-/// batch_norm's records: backward reads the input and the weight, and its saved
-/// statistics; `params[0]` is 1 when batch statistics normalised.
+/// batch_norm's records with batch statistics (`params[0]` is 1): backward reads the
+/// saved statistics, the weight, and the input for the input's and the weight's
+/// gradients.
 static BATCH_NORM: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0b011,
+    reads_inputs: [0b011, 0b001, 0],
+    reads_output: false,
+};
+/// batch_norm's records with fixed statistics (eval, or frozen statistics while the
+/// affine parameters train): the input's data only for the weight's gradient, so a
+/// layer that trains only its bias keeps nothing of its input.
+static BATCH_NORM_FIXED: OpKind = OpKind {
+    name: OP,
+    reads_inputs: [0b010, 0b001, 0],
     reads_output: false,
 };
 
@@ -176,7 +185,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let mut params = NO_PARAMS;
         params[0] = p.training as u16;
         let op = match rg {
-            true => Op::new(&BATCH_NORM, [Some(xi), wi, bi], params),
+            true if p.training => Op::new(&BATCH_NORM, [Some(xi), wi, bi], params),
+            true => Op::new(&BATCH_NORM_FIXED, [Some(xi), wi, bi], params),
             false => Op::LEAF,
         };
         let out = self.push(xs, op, Some(Self::batch_norm_rule), rg, saved_len)?;
@@ -225,7 +235,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// batch_norm's backward rule, recorded by [`Graph::batch_norm`].
     fn batch_norm_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let op = g.record(i, &BATCH_NORM)?;
+        let op = g
+            .record(i, &BATCH_NORM)
+            .or_else(|_| g.record(i, &BATCH_NORM_FIXED))?;
         g.batch_norm_backward(
             i,
             op.input(0),
@@ -259,9 +271,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             })?;
         }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([xn.data, gy, saved], gb, |[x, gy, s], gb| {
-                k::affine_grads(g, x, gy, s, c, |_, ch| ch, &mut [], gb)
-            })?;
+            self.exec([gy], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
         }
         Ok(())
     }

@@ -50,7 +50,7 @@ const OP: &str = "conv2d";
 /// conv2d's records: backward reads the input's data (for the weight gradient).
 pub(crate) static CONV2D: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0b001,
+    reads_inputs: [0b010, 0, 0],
     reads_output: false,
 };
 

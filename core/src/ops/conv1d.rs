@@ -55,7 +55,7 @@ const OP: &str = "conv1d";
 /// conv1d's records: backward reads the input's data (for the weight gradient).
 static CONV1D: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0b001,
+    reads_inputs: [0b010, 0, 0],
     reads_output: false,
 };
 

@@ -50,7 +50,7 @@ const OP: &str = "conv_transpose2d";
 /// conv_transpose2d's records: backward reads the input's data (weight gradient).
 static CONV_T2D: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0b001,
+    reads_inputs: [0b010, 0, 0],
     reads_output: false,
 };
 

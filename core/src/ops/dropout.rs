@@ -10,6 +10,7 @@
 use super::batch_norm::non_negative_real;
 use super::registry::{flag, need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{f32_words, words_f32, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::norm as k;
 use crate::scalar::Scalar;
@@ -19,7 +20,7 @@ const OP: &str = "dropout";
 /// dropout's records: `params[0..2]` the mask seed, `params[2..4]` `p` (f32 bits).
 static DROPOUT: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

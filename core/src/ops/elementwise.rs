@@ -3,6 +3,7 @@
 
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{BackwardFn, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::{grad_map, zip_map};
 use crate::scalar::Scalar;
@@ -10,25 +11,25 @@ use crate::scalar::Scalar;
 /// add's records: backward reads no data.
 static ADD: OpKind = OpKind {
     name: "add",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
-/// mul's records: backward reads both inputs' data.
+/// mul's records: backward reads each input's data for the other's gradient.
 static MUL: OpKind = OpKind {
     name: "mul",
-    reads_inputs: 0b011,
+    reads_inputs: [0b010, 0b001, 0],
     reads_output: false,
 };
 /// sub's records: backward reads no data.
 static SUB: OpKind = OpKind {
     name: "sub",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 /// div's records: backward reads both inputs' data.
 static DIV: OpKind = OpKind {
     name: "div",
-    reads_inputs: 0b011,
+    reads_inputs: reads(0b011),
     reads_output: false,
 };
 

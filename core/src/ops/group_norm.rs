@@ -8,6 +8,7 @@ use super::batch_norm::{non_negative_real, norm_geom, per_channel};
 use super::registry::{need, opt, real, Attrs, OpSpec};
 use crate::arena::Span;
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{word, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::norm as k;
 use crate::scalar::Scalar;
@@ -17,7 +18,7 @@ const OP: &str = "group_norm";
 /// group_norm's records: `params[0]` is `num_groups`.
 static GROUP_NORM: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0b011,
+    reads_inputs: reads(0b011),
     reads_output: false,
 };
 

@@ -1,39 +1,65 @@
 //! relu6, hardswish, hardsigmoid: the piecewise activations of MobileNet-style nets.
-//! relu6's backward reads its output (like relu); hardswish and hardsigmoid read the
-//! input, whose kinks at -3 and 3 the output cannot locate exactly in Q16.
+//! relu6 keeps one bit per element for backward (where `0 < x < 6`), like `relu_`, so
+//! neither its input nor its output has to live for its gradient (a frozen convolution
+//! after it keeps nothing either). hardswish and hardsigmoid read the input, whose
+//! kinks at -3 and 3 the output cannot locate exactly in Q16.
 
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::Result;
-use crate::graph::{Graph, OpKind, Tensor, NO_PARAMS};
+use crate::graph::reads;
+use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::activation as k;
+use crate::kernels::compact as c;
+use crate::kernels::elementwise::map;
 use crate::scalar::Scalar;
 
+/// relu6's records: backward reads the bit mask the record saved.
 static RELU6: OpKind = OpKind {
     name: "relu6",
-    reads_inputs: 0,
-    reads_output: true,
+    reads_inputs: reads(0),
+    reads_output: false,
 };
 static HARDSWISH: OpKind = OpKind {
     name: "hardswish",
-    reads_inputs: 0b001,
+    reads_inputs: reads(0b001),
     reads_output: false,
 };
 static HARDSIGMOID: OpKind = OpKind {
     name: "hardsigmoid",
-    reads_inputs: 0b001,
+    reads_inputs: reads(0b001),
     reads_output: false,
 };
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// `min(max(x, 0), 6)`; NaN propagates.
     pub fn relu6(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(x, &RELU6, NO_PARAMS, Self::relu6_rule, k::relu6)
+        let xi = self.id(x)?;
+        let xn = self.nodes[xi];
+        let rg = self.needs_grad(&[Some(xi)]);
+        let (op, mask_words) = match rg {
+            true => (Op::unary(&RELU6, xi), c::mask_words(xn.shape().numel())),
+            false => (Op::LEAF, 0),
+        };
+        let out = self.push(xn.shape(), op, Some(Self::relu6_rule), rg, mask_words)?;
+        let node = self.nodes[out.id as usize];
+        self.exec([xn.data], node.data, |[x], y| map(x, y, k::relu6))?;
+        let six = S::from_count(6);
+        self.exec([xn.data], node.saved, |[x], m| {
+            c::band_mask(x, m, |v| v > S::ZERO && v < six)
+        })?;
+        Ok(out)
     }
 
-    /// relu6's backward rule, recorded by [`Graph::relu6`].
+    /// relu6's backward rule, recorded by [`Graph::relu6`]: the gradient passes where
+    /// the mask bit is set.
     fn relu6_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let x = g.record(i, &RELU6)?.input(0);
-        g.unary_backward(i, x, true, k::relu6_grad)
+        let gy = g.grads_for(i)?;
+        let mask = g.nodes[i].saved;
+        if let Some(gx) = g.grad_of(x) {
+            g.exec([gy, mask], gx, |[gy, m], gx| c::relu_masked_backward(gy, m, gx))?;
+        }
+        Ok(())
     }
 
     /// `x * relu6(x + 3) / 6`.

@@ -4,6 +4,7 @@
 use super::expect_rank;
 use super::registry::{flag, need, pair, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 pub use crate::kernels::resize::InterpMode;
 use crate::kernels::resize::{self as k, ResizeGeom};
@@ -15,7 +16,7 @@ const OP: &str = "interpolate";
 /// interpolate's records: backward reads no data; the mode is parameter word 0.
 static INTERPOLATE: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

@@ -4,6 +4,7 @@
 use super::registry::{need, Attrs, OpSpec};
 use super::softmax::{norm_dim, split_at_dim};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::layout as k;
 use crate::scalar::Scalar;
@@ -11,12 +12,12 @@ use crate::shape::{Shape, MAX_RANK};
 
 static CAT: OpKind = OpKind {
     name: "cat",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 static PERMUTE: OpKind = OpKind {
     name: "permute",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

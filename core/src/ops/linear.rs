@@ -14,7 +14,7 @@ const OP: &str = "linear";
 /// linear's records: backward reads the input's data (for the weight gradient).
 pub(crate) static LINEAR: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0b001,
+    reads_inputs: [0b010, 0, 0],
     reads_output: false,
 };
 

@@ -5,6 +5,7 @@ use super::expect_rank;
 use super::nll::Reduction;
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::grad_map;
 use crate::scalar::Scalar;
@@ -13,13 +14,13 @@ use crate::shape::Shape;
 /// cross_entropy's records: backward reads the softmax and targets it saved.
 static CROSS_ENTROPY: OpKind = OpKind {
     name: "cross_entropy",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 /// mse_loss's records: backward reads both inputs' data.
 static MSE_LOSS: OpKind = OpKind {
     name: "mse_loss",
-    reads_inputs: 0b011,
+    reads_inputs: reads(0b011),
     reads_output: false,
 };
 

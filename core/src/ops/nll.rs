@@ -6,13 +6,14 @@
 
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
 static NLL_LOSS: OpKind = OpKind {
     name: "nll_loss",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

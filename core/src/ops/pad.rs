@@ -4,6 +4,7 @@
 use super::expect_rank;
 use super::registry::{need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{Graph, NodeId, Op, OpKind, Packed, Params, Tensor, NO_PARAMS};
 pub use crate::kernels::pad::PadMode;
 use crate::kernels::pad::{self as k, PadGeom};
@@ -26,7 +27,7 @@ pub struct PadParams {
 /// pad's records: backward reads no data.
 static PAD: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

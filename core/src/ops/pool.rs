@@ -3,6 +3,7 @@
 use super::registry::{flag, need, pair, Attrs, OpSpec};
 use super::{expect_rank, window_out};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{word, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Packed, Params, Tensor};
 use crate::kernels::pool::max as c;
 use crate::kernels::pool::{self as k, PoolGeom};
@@ -79,7 +80,7 @@ impl Packed for Pool2dParams {
 const fn kind(name: &'static str) -> OpKind {
     OpKind {
         name,
-        reads_inputs: 0,
+        reads_inputs: reads(0),
         reads_output: false,
     }
 }

@@ -4,6 +4,7 @@
 use super::registry::{flag, need, Attrs, OpSpec};
 use super::softmax::norm_dim;
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::layout as k;
 use crate::scalar::Scalar;
@@ -11,12 +12,12 @@ use crate::shape::{Shape, MAX_RANK};
 
 static SUM: OpKind = OpKind {
     name: "sum",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 static MEAN: OpKind = OpKind {
     name: "mean",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

@@ -3,6 +3,7 @@
 
 use super::registry::{need, uint, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Tensor};
 use crate::kernels::elementwise::grad_map;
 use crate::scalar::Scalar;
@@ -11,7 +12,7 @@ use crate::shape::{Shape, MAX_RANK};
 /// reshape's (and flatten's) records: a view, whose backward reads no data.
 static RESHAPE: OpKind = OpKind {
     name: "reshape",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

@@ -6,6 +6,7 @@
 
 use super::registry::{need, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{f32_words, words_f32, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::{grad_map, map};
 use crate::scalar::Scalar;
@@ -15,7 +16,7 @@ const OP: &str = "affine_scalar";
 /// The records: `params[0..2]` the scale (f32 bits).
 static AFFINE_SCALAR: OpKind = OpKind {
     name: OP,
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: false,
 };
 

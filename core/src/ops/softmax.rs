@@ -3,6 +3,7 @@
 
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
+use crate::graph::reads;
 use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::softmax as k;
 use crate::scalar::Scalar;
@@ -10,12 +11,12 @@ use crate::shape::Shape;
 
 static SOFTMAX: OpKind = OpKind {
     name: "softmax",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: true,
 };
 static LOG_SOFTMAX: OpKind = OpKind {
     name: "log_softmax",
-    reads_inputs: 0,
+    reads_inputs: reads(0),
     reads_output: true,
 };
 

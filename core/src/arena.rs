@@ -184,7 +184,12 @@ impl<'a, S: Scalar> Arena<'a, S> {
 
     /// Maps a read-only slice after the buffer and returns its span. It takes no arena
     /// bytes (the high-water mark does not move), in a meta arena too.
+    /// A slice inside one already mapped (a tensor of a mapped model file) takes no
+    /// new slot: its span points into that one.
     pub(crate) fn map_external(&mut self, data: &'a [S]) -> Result<Span> {
+        if let Some(span) = self.inside_external(data) {
+            return Ok(span);
+        }
         let off = self
             .capacity
             .checked_add(self.external_words)
@@ -206,6 +211,25 @@ impl<'a, S: Scalar> Arena<'a, S> {
         self.n_external += 1;
         self.external_words = words;
         Ok(Span { off, len: data.len() })
+    }
+
+    /// The span of `data` if its memory lies inside a mapped slice (compared by
+    /// address; nothing is dereferenced).
+    fn inside_external(&self, data: &[S]) -> Option<Span> {
+        let size = core::mem::size_of::<S>();
+        let (start, len) = (data.as_ptr() as usize, data.len());
+        let mut base = self.capacity;
+        for e in &self.external[..self.n_external] {
+            let from = start.checked_sub(e.as_ptr() as usize);
+            if let Some(from) = from.filter(|f| f % size == 0 && f / size + len <= e.len() && len > 0) {
+                return Some(Span {
+                    off: base + from / size,
+                    len,
+                });
+            }
+            base += e.len();
+        }
+        None
     }
 
     /// Whether `span` names external (read-only) data rather than the buffer.

@@ -100,6 +100,9 @@ impl<M: Net> Model<M> {
         g.zero_grad();
         let x = g.input_with(&[1, 1, h, w], fill)?;
         let logits = self.net.forward(g, x)?;
+        // The input's memory goes now unless backward reads it (a first layer that
+        // trains its weights).
+        g.free(x)?;
         let loss = g.cross_entropy(logits, &[label])?;
         let l = g.data(loss)?.first().copied().unwrap_or(0.0);
         g.backward(loss)?;

@@ -35,18 +35,7 @@ pub fn bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("budget {s:?} is too large"))
 }
 
-/// Whether `name` matches `pattern`, where `*` matches any run of characters.
-pub fn matches(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && matches(rest, &tail[i..]))
-        }
-    }
-}
+pub use torchlet::model::name_matches as matches;
 
 #[cfg(test)]
 mod tests {

@@ -4,12 +4,14 @@
 //! torchlet convert MODEL.onnx OUT.tlm [--fold-bn] [--freeze PATTERN]...
 //! torchlet info MODEL.tlm [--input 1x1x28x28]
 //! torchlet plan MODEL.tlm --input 1x1x40x32 [--train] [--budget 64KiB]
+//! torchlet plan MODEL.tlm --input 1x1x28x28 --choices [--train-only 'blocks.4.*'] [--momentum 0.9]
 //! torchlet run MODEL.tlm IN.safetensors OUT.safetensors
 //! torchlet train MODEL.tlm DATA.safetensors --lr 0.1 [--steps N] [--batch B] [--momentum M] -o NEW.tlm
 //! torchlet export MODEL.tlm OUT.safetensors
 //! ```
 
 mod args;
+mod choices;
 mod convert;
 mod export;
 mod files;
@@ -67,6 +69,17 @@ enum Command {
         /// A memory budget (e.g. 64KiB, 1MiB, 20000): the largest input that fits.
         #[arg(long)]
         budget: Option<String>,
+        /// One line per choice of trained parameters (all, biases + norm scales + head,
+        /// biases + head, head only, and --train-only), frozen tensors read in place.
+        #[arg(long)]
+        choices: bool,
+        /// With --choices: one more choice, the parameters whose names match (`*`
+        /// matches any run of characters, e.g. `blocks.4.*`); repeatable.
+        #[arg(long, value_name = "PATTERN")]
+        train_only: Vec<String>,
+        /// With --choices: SGD momentum (its velocity takes memory).
+        #[arg(long, default_value_t = 0.0)]
+        momentum: f32,
     },
     /// Forward (eval mode) of every tensor in IN (f32, NCHW or NCL); outputs under the same names.
     Run {
@@ -123,8 +136,17 @@ fn main() -> ExitCode {
         Command::Plan {
             model,
             input,
+            choices: true,
+            train_only,
+            momentum,
+            ..
+        } => plan::run_choices(&model, &input, train_only, momentum),
+        Command::Plan {
+            model,
+            input,
             train,
             budget,
+            ..
         } => plan::run(&model, &input, train, budget.as_deref()),
         Command::Run { model, input, output } => run::run(&model, &input, &output),
         Command::Train {

@@ -86,6 +86,22 @@ pub fn hw(dims: &[usize]) -> (usize, usize) {
     }
 }
 
+/// `plan --choices`: the file and the patterns live for the program (frozen tensors
+/// are read in place from the file's bytes).
+pub fn run_choices(
+    model: &Path,
+    input: &str,
+    patterns: Vec<String>,
+    momentum: f32,
+) -> std::result::Result<(), String> {
+    let bytes: &'static [u8] = files::read(model)?.leak();
+    let file = files::model(model, bytes)?;
+    let dims = args::dims(input)?;
+    let patterns: Vec<&'static str> = patterns.into_iter().map(|p| &*p.leak()).collect();
+    let name = model.display().to_string();
+    crate::choices::run(&name, file, &dims, patterns.leak(), momentum)
+}
+
 pub fn run(model: &Path, input: &str, train: bool, budget: Option<&str>) -> std::result::Result<(), String> {
     let bytes = files::read(model)?;
     let file = files::model(model, &bytes)?;

@@ -216,6 +216,12 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
         Ok(self.node(t)?.shape())
     }
 
+    /// Whether `t` gets a gradient (a trainable parameter, or computed from one or
+    /// from an input that asked for one), as PyTorch's `Tensor.requires_grad`.
+    pub fn requires_grad(&self, t: Tensor) -> Result<bool> {
+        Ok(self.nodes[self.id(t)?].requires_grad())
+    }
+
     /// The name of the op that produced a tensor (`"leaf"` for inputs and parameters,
     /// and for outputs recorded with gradients off).
     pub fn op_name(&self, t: Tensor) -> Result<&'static str> {

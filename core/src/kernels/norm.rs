@@ -125,6 +125,28 @@ pub fn normalize<S: Scalar>(
     }
 }
 
+/// [`normalize`] with one set of statistics per channel, over `y` in place (the
+/// input's values on entry).
+pub fn normalize_in_place<S: Scalar>(
+    g: NormGeom,
+    saved: &[S],
+    sets: usize,
+    w: &[S],
+    bias: &[S],
+    y: &mut [S],
+) {
+    for b in 0..g.n {
+        for ch in 0..g.c {
+            let (m, a) = (saved[ch], saved[sets + ch] * param(w, ch, S::ONE));
+            let sh = param(bias, ch, S::ZERO);
+            let at = (b * g.c + ch) * g.inner;
+            y[at..at + g.inner]
+                .iter_mut()
+                .for_each(|v| *v = (*v - m) * a + sh);
+        }
+    }
+}
+
 /// `gw[ch] += sum gy * xhat` and `gb[ch] += sum gy` (either may be empty), with the
 /// statistics of `set(b, ch)`.
 #[allow(clippy::too_many_arguments)]
@@ -196,6 +218,18 @@ pub fn batch_norm_backward_input<S: Scalar>(
             for (gxv, (&xv, &gv)) in gxr.iter_mut().zip(x[at..at + g.inner].iter().zip(gyr)) {
                 *gxv += a * (gv - m1 - (xv - m) * r * m2);
             }
+        }
+    }
+}
+
+/// `gy *= w * r` per channel (`r` the saved inverse standard deviations): batch
+/// norm's input gradient with fixed statistics, written over the output's.
+pub fn scale_channels_in_place<S: Scalar>(g: NormGeom, saved: &[S], w: &[S], gy: &mut [S]) {
+    for ch in 0..g.c {
+        let a = saved[g.c + ch] * param(w, ch, S::ONE);
+        for b in 0..g.n {
+            let at = (b * g.c + ch) * g.inner;
+            gy[at..at + g.inner].iter_mut().for_each(|v| *v = a * *v);
         }
     }
 }

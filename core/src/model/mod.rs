@@ -67,6 +67,7 @@
 //! before it.
 
 mod attrs;
+mod choice;
 #[cfg(feature = "std")]
 mod encode;
 mod error;
@@ -79,6 +80,7 @@ mod save;
 pub mod spec;
 
 pub use attrs::{List, NodeAttrs};
+pub use choice::{name_matches, Trained};
 #[cfg(feature = "std")]
 pub use encode::{check_spec, encode};
 pub use error::{ModelError, ModelResult, Site};

@@ -99,6 +99,12 @@ impl<'m> Model<'m> {
         place: impl FnMut(&TensorRecord<'m>) -> Placement,
     ) -> ModelResult<'m, Self> {
         let ext: External<'m, 'm, f32, N> = |g, dims, data| g.external(dims, f32_slice(data)?);
+        // The whole file mapped once, so each in-place tensor takes no slot of its own
+        // (an arena maps few slices). A misaligned file is refused per tensor below.
+        let whole = file.as_bytes();
+        if let Ok(all) = f32_slice(&whole[..whole.len() & !3]) {
+            g.arena.map_external(all).map_err(|e| Site::File.error(e))?;
+        }
         Self::build(g, file, place, ext)
     }
 
@@ -230,26 +236,32 @@ impl<'m> Model<'m> {
                 count += 1;
             }
             let ins = &ins[..count];
-            // The one input that only this node reads and that the model made.
+            // Input 0, when the model made it, this node reads it last and only once.
             let own = match n.inputs().next() {
-                Some(Some(ValueRef::Node(m))) if count == 1 && table[m].last == n.index => Some(m),
+                Some(Some(ValueRef::Node(m))) if table[m].last == n.index => {
+                    let reads = n.inputs().filter(|r| *r == Some(ValueRef::Node(m))).count();
+                    (reads == 1).then_some(m)
+                }
                 _ => None,
             };
-            let y = match (own, ins.first().copied().flatten()) {
-                (Some(m), Some(x)) if n.op == "relu" && g.can_overwrite_tensor(x) => {
+            let attrs = InMode {
+                attrs: &n.attrs,
+                training: g.is_training(),
+            };
+            let in_place = match own {
+                Some(_) => run_in_place(g, n.op, ins, &attrs),
+                None => None,
+            };
+            let y = match (in_place, own) {
+                (Some(y), Some(m)) => {
                     table[m].t = None;
-                    g.relu_(x)
+                    y
                 }
-                _ => {
-                    let spec = OpSpec::<S, N>::find(n.op).ok_or(Error::Unsupported {
+                _ => OpSpec::<S, N>::find(n.op)
+                    .ok_or(Error::Unsupported {
                         op: "model: unknown op",
-                    });
-                    let attrs = InMode {
-                        attrs: &n.attrs,
-                        training: g.is_training(),
-                    };
-                    spec.and_then(|s| (s.call)(g, ins, &attrs))
-                }
+                    })
+                    .and_then(|s| (s.call)(g, ins, &attrs)),
             }
             .map_err(at)?;
             each(n.index, g, y);
@@ -398,5 +410,38 @@ impl Attrs for InMode<'_, '_> {
     }
     fn string(&self, name: &str) -> Result<Option<&str>> {
         self.attrs.string(name)
+    }
+}
+
+/// Runs `op` in place on its input 0, which nothing else reads, when the op has an
+/// in-place form that is allowed now (relu, relu6, and batch_norm with fixed statistics
+/// and a frozen weight); `None` otherwise (run it out of place). An in-place form
+/// refused after this check would be an engine bug, reported as its error.
+fn run_in_place<S: Scalar, const N: usize>(
+    g: &mut Graph<'_, S, N>,
+    op: &str,
+    ins: &[Option<Tensor>],
+    attrs: &dyn Attrs,
+) -> Option<Result<Tensor>> {
+    let x = ins.first().copied().flatten()?;
+    if !g.can_overwrite_tensor(x) {
+        return None;
+    }
+    let input = |k: usize| ins.get(k).copied().flatten();
+    match op {
+        "relu" => Some(g.relu_(x)),
+        "relu6" => Some(g.relu6_(x)),
+        "batch_norm" => {
+            let p = match crate::ops::batch_norm::BatchNormParams::from_attrs(attrs) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            let weight_trains = input(1).is_some_and(|w| g.requires_grad(w).unwrap_or(true));
+            if p.training || weight_trains {
+                return None;
+            }
+            Some(g.batch_norm_(x, input(1), input(2), input(3), input(4), p))
+        }
+        _ => None,
     }
 }

@@ -15,7 +15,7 @@
 use super::registry::{flag, need, opt, real, Attrs, OpSpec};
 use crate::arena::Span;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{Graph, Node, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::norm::{self as k, NormGeom};
 use crate::scalar::Scalar;
 use crate::shape::Shape;
@@ -57,6 +57,17 @@ impl Default for BatchNormParams {
             momentum: 0.1,
             eps: 1e-5,
         }
+    }
+}
+
+impl BatchNormParams {
+    /// The parameters of a by-name call (`training`, `momentum`, `eps`).
+    pub(crate) fn from_attrs(a: &dyn Attrs) -> Result<Self> {
+        Ok(BatchNormParams {
+            training: flag(a, "training", false)?,
+            momentum: real(a, "momentum", 0.1)? as f32,
+            eps: real(a, "eps", 1e-5)? as f32,
+        })
     }
 }
 
@@ -116,7 +127,37 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         running_var: Option<Tensor>,
         p: BatchNormParams,
     ) -> Result<Tensor> {
-        let xi = self.id(x)?;
+        self.batch_norm_with([Some(x), weight, bias, running_mean, running_var], p, false)
+    }
+
+    /// [`Graph::batch_norm`] in place, for fixed statistics: the output takes over
+    /// `x`'s memory and `x`'s handle is consumed (later use is refused). Refused, with
+    /// `x` left intact, in training mode, when the weight trains (its gradient reads
+    /// `x`), or when something recorded still needs `x` or a view of it is alive.
+    pub fn batch_norm_(
+        &mut self,
+        x: Tensor,
+        weight: Option<Tensor>,
+        bias: Option<Tensor>,
+        running_mean: Option<Tensor>,
+        running_var: Option<Tensor>,
+        p: BatchNormParams,
+    ) -> Result<Tensor> {
+        self.batch_norm_with([Some(x), weight, bias, running_mean, running_var], p, true)
+    }
+
+    fn batch_norm_with(
+        &mut self,
+        t: [Option<Tensor>; 5],
+        p: BatchNormParams,
+        in_place: bool,
+    ) -> Result<Tensor> {
+        let [x, weight, bias, running_mean, running_var] = t;
+        let xi = self.id(x.ok_or(Error::InvalidParam {
+            op: OP,
+            what: "missing input tensor; input number",
+            value: 0,
+        })?)?;
         let [wi, bi, mi, vi] = [weight, bias, running_mean, running_var].map(|t| t.map(|t| self.id(t)));
         let (wi, bi, mi, vi) = (wi.transpose()?, bi.transpose()?, mi.transpose()?, vi.transpose()?);
         let xs = self.nodes[xi].shape();
@@ -189,7 +230,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             true => Op::new(&BATCH_NORM_FIXED, [Some(xi), wi, bi], params),
             false => Op::LEAF,
         };
-        let out = self.push(xs, op, Some(Self::batch_norm_rule), rg, saved_len)?;
+        let out = match in_place {
+            true => self.batch_norm_take_over(xi, wi, p, op, rg, saved_len)?,
+            false => self.push(xs, op, Some(Self::batch_norm_rule), rg, saved_len)?,
+        };
         let node = self.nodes[out.id as usize];
         let (saved, xd) = (node.saved, self.nodes[xi].data);
         let eps = S::from_f32(p.eps);
@@ -227,9 +271,44 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         let span = |i: Option<usize>| i.map_or(Span::EMPTY, |i| self.nodes[i].data);
         let (w, b) = (span(wi), span(bi));
-        self.exec([xd, saved, w, b], node.data, |[x, s, w, b], y| {
-            k::normalize(g, x, s, c, |_, ch| ch, w, b, y)
-        })?;
+        match in_place {
+            true => self.exec([saved, w, b], node.data, |[s, w, b], y| {
+                k::normalize_in_place(g, s, c, w, b, y)
+            })?,
+            false => self.exec([xd, saved, w, b], node.data, |[x, s, w, b], y| {
+                k::normalize(g, x, s, c, |_, ch| ch, w, b, y)
+            })?,
+        }
+        Ok(out)
+    }
+
+    /// The record of an in-place batch_norm: its output is `x`'s span, `x` is
+    /// consumed; refused (nothing changed) when [`Graph::batch_norm_`] says so.
+    fn batch_norm_take_over(
+        &mut self,
+        xi: usize,
+        wi: Option<usize>,
+        p: BatchNormParams,
+        op: Op,
+        rg: bool,
+        saved_len: usize,
+    ) -> Result<Tensor> {
+        let weight_trains = wi.is_some_and(|w| self.nodes[w].requires_grad());
+        if p.training || weight_trains || xi < self.num_params() || !self.can_overwrite(xi) {
+            return Err(Error::InvalidState {
+                what: "batch_norm_: needs fixed statistics, a frozen weight, and an input nothing else needs (use batch_norm)",
+            });
+        }
+        self.ensure_room()?;
+        self.set_site("batch_norm_", crate::error::Phase::Forward);
+        let mark = self.arena.mark();
+        let saved = self.arena.alloc(saved_len)?;
+        let xn = self.nodes[xi];
+        let node = Node::new(xn.shape(), xn.data, op, Some(Self::batch_norm_rule), rg, saved);
+        let out = self.push_node(node).inspect_err(|_| self.arena.release(mark))?;
+        self.nodes[xi].set_view();
+        self.nodes[xi].set_dropped();
+        self.report_trace(saved.len);
         Ok(out)
     }
 
@@ -260,11 +339,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = norm_geom(OP, xn.shape())?;
         let c = g.c;
         let wd = w.map_or(Span::EMPTY, |w| self.nodes[w as usize].data);
-        if let Some(gx) = self.grad_of(x) {
-            self.exec([xn.data, gy, saved, wd], gx, |[x, gy, s, w], gx| {
-                k::batch_norm_backward_input(g, x, gy, s, w, batch, gx)
-            })?;
-        }
         if let Some(gw) = w.and_then(|w| self.grad_of(w)) {
             self.exec([xn.data, gy, saved], gw, |[x, gy, s], gw| {
                 k::affine_grads(g, x, gy, s, c, |_, ch| ch, gw, &mut [])
@@ -273,15 +347,26 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
             self.exec([gy], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
         }
+        // With fixed statistics the input's gradient is the output's scaled per
+        // channel: scaled in place, it becomes the input's when it has none yet.
+        let scale = |g2: &mut Self, gy: Span| {
+            g2.exec([saved, wd], gy, |[s, w], gy| {
+                k::scale_channels_in_place(g, s, w, gy)
+            })
+        };
+        if !batch && self.pass_grad_in_place(i, x, scale)? {
+            return Ok(());
+        }
+        if let Some(gx) = self.grad_of(x) {
+            self.exec([xn.data, gy, saved, wd], gx, |[x, gy, s, w], gx| {
+                k::batch_norm_backward_input(g, x, gy, s, w, batch, gx)
+            })?;
+        }
         Ok(())
     }
 
     fn batch_norm_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
-        let p = BatchNormParams {
-            training: flag(a, "training", false)?,
-            momentum: real(a, "momentum", 0.1)? as f32,
-            eps: real(a, "eps", 1e-5)? as f32,
-        };
+        let p = BatchNormParams::from_attrs(a)?;
         g.batch_norm(need(OP, t, 0)?, opt(t, 1), opt(t, 2), opt(t, 3), opt(t, 4), p)
     }
 

@@ -5,9 +5,9 @@
 //! kinks at -3 and 3 the output cannot locate exactly in Q16.
 
 use super::registry::{need, Attrs, OpSpec};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::reads;
-use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{Graph, Node, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::activation as k;
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::map;
@@ -50,12 +50,51 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
+    /// In-place relu6: the output takes over `x`'s memory (a bit mask is saved for
+    /// backward, as by [`Graph::relu6`]) and `x`'s handle is consumed. Refused, with
+    /// `x` left intact, when something recorded still needs `x` or a view of it is alive.
+    pub fn relu6_(&mut self, x: Tensor) -> Result<Tensor> {
+        let xi = self.id(x)?;
+        if xi < self.num_params() || !self.can_overwrite(xi) {
+            return Err(Error::InvalidState {
+                what: "relu6_: the input is a parameter, is shared by a view, or its value is needed for backward (use relu6)",
+            });
+        }
+        self.ensure_room()?;
+        let xn = self.nodes[xi];
+        let rg = self.needs_grad(&[Some(xi)]);
+        self.set_site("relu6_", crate::error::Phase::Forward);
+        let mark = self.arena.mark();
+        let saved = self
+            .arena
+            .alloc(if rg { c::mask_words(xn.shape().numel()) } else { 0 })?;
+        let op = if rg { Op::unary(&RELU6, xi) } else { Op::LEAF };
+        let node = Node::new(xn.shape(), xn.data, op, Some(Self::relu6_rule), rg, saved);
+        let out = self.push_node(node).inspect_err(|_| self.arena.release(mark))?;
+        self.nodes[xi].set_view();
+        self.nodes[xi].set_dropped();
+        self.report_trace(saved.len);
+        if !self.arena.is_meta() {
+            let six = S::from_count(6);
+            let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
+            c::band_mask(xv, mv, |v| v > S::ZERO && v < six);
+            xv.iter_mut().for_each(|v| *v = k::relu6(*v));
+        }
+        Ok(out)
+    }
+
     /// relu6's backward rule, recorded by [`Graph::relu6`]: the gradient passes where
     /// the mask bit is set.
     fn relu6_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let x = g.record(i, &RELU6)?.input(0);
-        let gy = g.grads_for(i)?;
         let mask = g.nodes[i].saved;
+        // The output gradient, masked in place, becomes the input's when it has none yet.
+        if g.pass_grad_in_place(i, x, |g, gy| {
+            g.exec([mask], gy, |[m], gy| c::relu_mask_in_place(gy, m))
+        })? {
+            return Ok(());
+        }
+        let gy = g.grads_for(i)?;
         if let Some(gx) = g.grad_of(x) {
             g.exec([gy, mask], gx, |[gy, m], gx| c::relu_masked_backward(gy, m, gx))?;
         }

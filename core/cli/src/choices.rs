@@ -1,0 +1,99 @@
+//! `torchlet plan --choices`: the exact bytes of one training step for each choice of
+//! trained parameters (TinyTL / MCUNetV3-style fine-tuning), frozen tensors read in
+//! place from the model file (as from flash on a device).
+//!
+//! - `all`: every parameter trains; BatchNorm uses batch statistics (training mode),
+//!   its running statistics in the arena.
+//! - every other choice: BatchNorm's statistics frozen (eval mode, affine parameters
+//!   may train), frozen tensors and statistics read in place.
+
+use crate::plan::{loss, sized, target_count, TAPE};
+use torchlet::model::{Model, ModelFile, Placement, Trained};
+use torchlet::optim::Sgd;
+use torchlet::plan::{Plan, Planner, Thousands};
+use torchlet::{Error, Graph};
+
+/// The plan of one training step of `file` at `dims` with `trained` parameters (SGD
+/// with `momentum`). `file` must live for the program (frozen tensors stay in it).
+pub fn plan_choice(
+    file: ModelFile<'static>,
+    dims: &[usize],
+    trained: Trained<'static>,
+    momentum: f32,
+) -> Result<Plan, String> {
+    let all = trained == Trained::All;
+    let planner = Planner::new(
+        move |g: &mut Graph<'static, f32, TAPE>| {
+            let m = match all {
+                true => Model::new(g, file),
+                false => Model::in_place(g, file, trained.placement(file, Placement::InPlace)),
+            }
+            .map_err(Error::from)?;
+            if momentum != 0.0 {
+                Sgd::new(g, 0.01, momentum, 0.0)?;
+            }
+            Ok(m)
+        },
+        |g: &mut Graph<'static, f32, TAPE>, m: &Model<'static>, h: usize, w: usize| {
+            g.set_training(all && g.grad_enabled());
+            let x = g.input(&sized(dims, h, w), &[])?;
+            let y = m.forward(g, &[x]).map_err(Error::from)?;
+            let n = target_count(g, y)?;
+            loss(g, y, &vec![0; n])
+        },
+    );
+    let (h, w) = crate::plan::hw(dims);
+    planner.plan(h, w).map_err(|e| format!("plan at {dims:?}: {e}"))
+}
+
+/// Number of parameter values that train under `trained`.
+fn trained_values(file: &ModelFile<'_>, trained: Trained<'_>) -> usize {
+    file.tensors()
+        .filter(|t| trained.trains(file, t))
+        .map(|t| t.shape.numel())
+        .sum()
+}
+
+/// Prints one line per choice: the standard ones, then `patterns` as one more choice
+/// when given.
+pub fn run(
+    name: &str,
+    file: ModelFile<'static>,
+    dims: &[usize],
+    patterns: &'static [&'static str],
+    momentum: f32,
+) -> Result<(), String> {
+    let mut choices = vec![
+        ("all parameters", Trained::All),
+        ("biases + norm scales + head", Trained::BiasesAndNorms),
+        ("biases + head", Trained::Biases),
+        ("head only", Trained::Head),
+    ];
+    if !patterns.is_empty() {
+        choices.insert(1, ("--train-only patterns", Trained::Matching(patterns)));
+    }
+    let size: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    println!(
+        "{name}: training step at {} (cross-entropy, SGD momentum {momentum}), bytes:",
+        size.join("x")
+    );
+    println!(
+        "  {:<30} {:>14} {:>12} {:>14} {:>12}",
+        "trained", "values", "step", "parameters", "forward"
+    );
+    for (what, t) in choices {
+        let p = plan_choice(file, dims, t, momentum)?;
+        println!(
+            "  {:<30} {:>14} {:>12} {:>14} {:>12}",
+            what,
+            Thousands(trained_values(&file, t)),
+            Thousands(p.step_bytes),
+            Thousands(p.persistent_bytes),
+            Thousands(p.forward_bytes)
+        );
+    }
+    println!(
+        "  (frozen tensors read in place from the file; BatchNorm statistics frozen except for \"all\")"
+    );
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! Which of a model file's tensors train: the fine-tuning choices of TinyTL and the
+//! Tiny Training Engine (MCUNetV3), by tensor name, for any model.
+//!
+//! A [`Trained`] answers per tensor; [`Trained::placement`] turns it into the
+//! [`Placement`] function that [`Model::with_placement`](super::Model::with_placement)
+//! and [`Model::in_place`](super::Model::in_place) take. Frozen layers cost what the
+//! ops need of them: a frozen convolution keeps nothing of its input for backward, and
+//! no input gradient is computed below the lowest tensor that trains (see
+//! `graph/memory.rs`). Buffers never train.
+
+use super::file::{ModelFile, TensorRecord};
+use super::run::Placement;
+use super::{TensorKind, ValueRef};
+
+/// Which parameters train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trained<'p> {
+    /// Every trainable parameter (the file's default).
+    All,
+    /// Only the classifier: the tensors the last node reads.
+    Head,
+    /// Biases (names ending in `bias`) and the classifier: TinyTL's bias-only update
+    /// in its strict sense. A normalisation trains its shift, not its scale, so it
+    /// keeps nothing of its input.
+    Biases,
+    /// Biases, the affine weights of normalisations (`batch_norm`, `group_norm`) and
+    /// the classifier. A normalisation whose scale trains keeps its input.
+    BiasesAndNorms,
+    /// The parameters whose names match one of these patterns (`*` matches any run of
+    /// characters), for example the last block and the classifier:
+    /// `["blocks.4.*", "fc.*"]`.
+    Matching(&'p [&'p str]),
+}
+
+/// The ops whose input 1 is an affine scale (and input 2 a shift).
+const NORMS: [&str; 2] = ["batch_norm", "group_norm"];
+
+impl Trained<'_> {
+    /// Whether tensor `t` of `file` trains under this choice.
+    pub fn trains(&self, file: &ModelFile<'_>, t: &TensorRecord<'_>) -> bool {
+        if !matches!(t.kind, TensorKind::Param { .. }) {
+            return false;
+        }
+        let bias = t.name.ends_with("bias");
+        match *self {
+            Trained::All => matches!(t.kind, TensorKind::Param { trainable: true }),
+            Trained::Head => read_by_last_node(file, t.index),
+            Trained::Biases => bias || read_by_last_node(file, t.index),
+            Trained::BiasesAndNorms => bias || norm_scale(file, t.index) || read_by_last_node(file, t.index),
+            Trained::Matching(patterns) => patterns.iter().any(|p| name_matches(p, t.name)),
+        }
+    }
+
+    /// The placement of each tensor: [`Placement::Train`] where it trains, `frozen`
+    /// elsewhere (buffers included: pass [`Placement::InPlace`] only when the running
+    /// statistics are not updated, i.e. the graph runs in eval mode).
+    pub fn placement<'f>(
+        self,
+        file: ModelFile<'f>,
+        frozen: Placement,
+    ) -> impl Fn(&TensorRecord<'_>) -> Placement + 'f
+    where
+        Self: 'f,
+    {
+        move |t| match self.trains(&file, t) {
+            true => Placement::Train,
+            false => frozen,
+        }
+    }
+}
+
+/// Whether the last node reads tensor `k` (the classifier's weight and bias).
+fn read_by_last_node(file: &ModelFile<'_>, k: usize) -> bool {
+    file.nodes()
+        .last()
+        .is_some_and(|n| n.inputs().any(|r| r == Some(ValueRef::Tensor(k))))
+}
+
+/// Whether a normalisation reads tensor `k` as its scale (input 1).
+fn norm_scale(file: &ModelFile<'_>, k: usize) -> bool {
+    file.nodes()
+        .filter(|n| NORMS.contains(&n.op))
+        .any(|n| n.inputs().nth(1) == Some(Some(ValueRef::Tensor(k))))
+}
+
+/// Whether `name` matches `pattern`, where `*` matches any run of characters.
+pub fn name_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => {
+            let Some(tail) = name.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && name_matches(rest, &tail[i..]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_matches as matches;
+
+    #[test]
+    fn patterns() {
+        assert!(matches("features.*", "features.0.weight"));
+        assert!(matches("*.bias", "fc.bias") && !matches("*.bias", "fc.weight"));
+        assert!(matches("fc.weight", "fc.weight") && !matches("fc", "fc.weight"));
+        assert!(matches("*", "") && matches("a*b*c", "aXbYc") && !matches("a*b*c", "aXbY"));
+    }
+}

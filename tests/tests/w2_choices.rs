@@ -1,0 +1,218 @@
+//! Memory follows the choice of trained parameters, on W2 ("mobile-fcn") from its model
+//! file (`firmware/assets/w2_pretrained.tlm`, the one `finetune_w2` runs):
+//! - for every choice (all, biases + norm scales + head, biases + head, head only,
+//!   last block + head) and many input sizes, a real step in an arena of exactly the
+//!   planned bytes reaches exactly the plan;
+//! - the gradients of the trained tensors do not depend on what else trains (frozen
+//!   layers keep nothing, run in place, and still pass the right gradients);
+//! - freezing saves what it should: biases + head needs at least 4x less than the full
+//!   update at 28x28, and each smaller choice needs less.
+
+use torchlet::model::{Model, ModelFile, Placement, Trained};
+use torchlet::optim::Sgd;
+use torchlet::{Graph, Tensor};
+
+#[repr(C, align(4))]
+struct Aligned<const L: usize>([u8; L]);
+const LEN: usize = include_bytes!("../../firmware/assets/w2_pretrained.tlm").len();
+static FILE: Aligned<LEN> = Aligned(*include_bytes!("../../firmware/assets/w2_pretrained.tlm"));
+
+const TAPE: usize = 160;
+const LAST_BLOCK: &[&str] = &["blocks.4.*", "fc.*"];
+const CHOICES: [Trained<'static>; 5] = [
+    Trained::All,
+    Trained::BiasesAndNorms,
+    Trained::Biases,
+    Trained::Head,
+    Trained::Matching(LAST_BLOCK),
+];
+
+fn file() -> ModelFile<'static> {
+    ModelFile::parse(&FILE.0).unwrap()
+}
+
+/// W2 in `g` with `trained` training: the full update in training mode with every
+/// tensor in the arena, the others with frozen statistics and frozen tensors in place.
+fn build(g: &mut Graph<'static, f32, TAPE>, trained: Trained<'static>) -> Model<'static> {
+    let f = file();
+    let all = trained == Trained::All;
+    g.set_training(all);
+    let m = match all {
+        true => Model::new(g, f),
+        false => Model::in_place(g, f, trained.placement(f, Placement::InPlace)),
+    };
+    m.unwrap()
+}
+
+/// One step as `finetune_w2` runs it: forward, the input freed, cross-entropy,
+/// backward, SGD with momentum.
+fn step(g: &mut Graph<'static, f32, TAPE>, m: &Model<'static>, sgd: &mut Sgd, h: usize, w: usize) -> Tensor {
+    g.zero_grad();
+    let x = g
+        .input_with(&[1, 1, h, w], |d| {
+            for (i, v) in d.iter_mut().enumerate() {
+                *v = ((i * 37 % 101) as f32 / 101.0).sin();
+            }
+        })
+        .unwrap();
+    let y = m.forward(g, &[x]).unwrap();
+    g.free(x).unwrap();
+    let loss = g.cross_entropy(y, &[3]).unwrap();
+    g.backward(loss).unwrap();
+    sgd.step(g).unwrap();
+    loss
+}
+
+fn plan(trained: Trained<'static>, h: usize, w: usize) -> usize {
+    let mut g: Graph<'static, f32, TAPE> = Graph::meta(usize::MAX);
+    let m = build(&mut g, trained);
+    let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).unwrap();
+    step(&mut g, &m, &mut sgd, h, w);
+    g.arena().high_water_bytes()
+}
+
+#[test]
+fn every_choice_reaches_exactly_its_plan_at_many_sizes() {
+    for trained in CHOICES {
+        for (h, w) in [(28, 28), (22, 22), (20, 14), (16, 16), (22, 6), (9, 13)] {
+            let bytes = plan(trained, h, w);
+            let arena: &'static mut [f32] = vec![0.0; bytes / 4].leak();
+            let mut g: Graph<'static, f32, TAPE> = Graph::new(arena);
+            let m = build(&mut g, trained);
+            let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).unwrap();
+            let loss = step(&mut g, &m, &mut sgd, h, w);
+            assert!(g.data(loss).unwrap()[0].is_finite());
+            assert_eq!(
+                g.arena().high_water_bytes(),
+                bytes,
+                "{trained:?} at {h}x{w}: real high-water differs from the plan"
+            );
+        }
+    }
+}
+
+/// The trained tensors' gradients after one step (no optimizer update), by name.
+fn grads(trained: Trained<'static>) -> Vec<(String, Vec<f32>)> {
+    let arena: &'static mut [f32] = vec![0.0; 1 << 20].leak();
+    let mut g: Graph<'static, f32, TAPE> = Graph::new(arena);
+    let f = file();
+    // Eval mode for every choice: the same function, whatever trains.
+    g.set_training(false);
+    let m = match trained {
+        Trained::All => Model::new(&mut g, f),
+        t => Model::in_place(&mut g, f, t.placement(f, Placement::InPlace)),
+    }
+    .unwrap();
+    let x = g
+        .input_with(&[1, 1, 22, 18], |d| {
+            d.iter_mut()
+                .enumerate()
+                .for_each(|(i, v)| *v = (i % 7) as f32 * 0.3)
+        })
+        .unwrap();
+    let y = m.forward(&mut g, &[x]).unwrap();
+    let loss = g.cross_entropy(y, &[5]).unwrap();
+    g.backward(loss).unwrap();
+    f.tensors()
+        .filter(|t| trained.trains(&f, t))
+        .map(|t| {
+            let h = m.param(t.index).unwrap();
+            (t.name.to_string(), g.grad(h).unwrap().unwrap().to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn gradients_do_not_depend_on_what_else_trains() {
+    let all = grads(Trained::All);
+    for trained in [
+        Trained::Biases,
+        Trained::BiasesAndNorms,
+        Trained::Head,
+        Trained::Matching(LAST_BLOCK),
+    ] {
+        let some = grads(trained);
+        assert!(!some.is_empty());
+        for (name, gv) in &some {
+            let full = &all.iter().find(|(n, _)| n == name).unwrap().1;
+            for (a, b) in gv.iter().zip(full) {
+                assert!(
+                    (a - b).abs() <= 1e-6 * (1.0 + b.abs()),
+                    "{trained:?} {name}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn freezing_saves_memory_in_order() {
+    let [all, norms, biases, head, last] = CHOICES.map(|t| plan(t, 28, 28));
+    assert!(biases * 4 <= all, "biases + head {biases} vs all {all}");
+    assert!(head < biases && biases < norms && norms < all);
+    assert!(last < all);
+}
+
+#[test]
+fn in_place_relu6_and_batch_norm_match_and_refuse_what_they_cannot_do() {
+    use torchlet::ops::batch_norm::BatchNormParams;
+    let mut buf = vec![0.0f32; 4096];
+    let mut g: Graph<'_, f32, 64> = Graph::new(&mut buf);
+    let w = g.buffer(&[2]).unwrap();
+    let b = g.param(&[2]).unwrap();
+    let (m, v) = (g.buffer(&[2]).unwrap(), g.buffer(&[2]).unwrap());
+    let trained_w = g.param(&[2]).unwrap();
+    g.param_data_mut(w).unwrap().copy_from_slice(&[1.5, -0.5]);
+    g.param_data_mut(b).unwrap().copy_from_slice(&[0.25, 1.0]);
+    g.param_data_mut(m).unwrap().copy_from_slice(&[0.1, -0.2]);
+    g.param_data_mut(v).unwrap().copy_from_slice(&[2.0, 0.5]);
+    let vals: Vec<f32> = (0..16).map(|i| i as f32 * 0.9 - 6.0).collect();
+    let eval = BatchNormParams::default();
+    let train = BatchNormParams {
+        training: true,
+        ..eval
+    };
+    let mut outs = Vec::new();
+    for in_place in [false, true] {
+        let x = g.input_with_grad(&[2, 2, 2, 2], &vals).unwrap();
+        let a = g.mul_scalar(x, 1.0).unwrap();
+        if in_place {
+            // Refused, `a` intact: training mode, a weight that trains.
+            assert!(g
+                .batch_norm_(a, Some(w), Some(b), Some(m), Some(v), train)
+                .is_err());
+            assert!(g
+                .batch_norm_(a, Some(trained_w), Some(b), Some(m), Some(v), eval)
+                .is_err());
+            assert_eq!(g.data(a).unwrap(), &vals[..]);
+        }
+        let y = match in_place {
+            true => g
+                .batch_norm_(a, Some(w), Some(b), Some(m), Some(v), eval)
+                .unwrap(),
+            false => g.batch_norm(a, Some(w), Some(b), Some(m), Some(v), eval).unwrap(),
+        };
+        let z = match in_place {
+            true => g.relu6_(y).unwrap(),
+            false => g.relu6(y).unwrap(),
+        };
+        if in_place {
+            assert!(
+                g.data(a).is_err() && g.data(y).is_err(),
+                "consumed handles are refused"
+            );
+        }
+        let s = g.sum(z, &[0, 1, 2, 3], false).unwrap();
+        g.backward(s).unwrap();
+        outs.push((
+            g.data(z).unwrap().to_vec(),
+            g.grad(x).unwrap().unwrap().to_vec(),
+            g.grad(b).unwrap().unwrap().to_vec(),
+        ));
+        g.end_step();
+        g.zero_grad();
+    }
+    assert_eq!(outs[0], outs[1]);
+    // relu6_ of a parameter is refused.
+    assert!(g.relu6_(b).is_err());
+}

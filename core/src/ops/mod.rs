@@ -6,6 +6,25 @@
 //! space are checked before anything is written), then run the kernel unless the
 //! graph only plans.
 //!
+//! # The ops
+//!
+//! By their `torch.nn.functional` names (the names a model file, the conformance door
+//! and [`crate::nn::Layer::op`] use); each is a [`Graph`] method of the same name, with
+//! forward and backward, in `f32` and Q16.16.
+//!
+//! | family | ops | file |
+//! |---|---|---|
+//! | convolution | `conv2d`, `conv1d`, `conv_transpose2d`, `linear` | `conv.rs`, `conv1d.rs`, `conv_transpose.rs`, `linear.rs` |
+//! | pooling | `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d`, `adaptive_max_pool2d` | `pool.rs`, `adaptive_max.rs` |
+//! | activation | `relu`, `leaky_relu`, `sigmoid`, `tanh`, `relu6`, `hardswish`, `hardsigmoid`, `softmax`, `log_softmax` | `activation.rs`, `hard.rs`, `softmax.rs` |
+//! | normalisation, regularisation | `batch_norm`, `group_norm`, `dropout` | `batch_norm.rs`, `group_norm.rs`, `dropout.rs` |
+//! | element-wise | `add`, `sub`, `mul`, `div`, `affine_scalar`, `mul_scalar`, `add_scalar` | `elementwise.rs`, `scalar_affine.rs` |
+//! | shape | `flatten`, `cat`, `permute`, `pad`, `interpolate`, `sum`, `mean` | `reshape.rs`, `layout.rs`, `pad.rs`, `interpolate.rs`, `reduce.rs` |
+//! | loss | `cross_entropy` (per-pixel, `ignore_index`), `nll_loss`, `mse_loss` | `loss.rs`, `nll.rs` |
+//!
+//! In-place forms for memory: [`Graph::relu_`], [`Graph::relu6_`], [`Graph::batch_norm_`]
+//! (fixed statistics). Frozen int8 convolutions: `qconv.rs`.
+//!
 //! # How to add an op
 //!
 //! An op lives in its own file here (or beside its family, as `tanh` in
@@ -14,8 +33,9 @@
 //! parameters) as the model. The file holds:
 //!
 //! 1. **Its record kind**: a `static` `OpKind` (`graph/node.rs`) with the
-//!    PyTorch name and what its backward reads (`reads_inputs` bits for inputs whose
-//!    data must outlive the forward, `reads_output` for its own output); memory
+//!    PyTorch name and what its backward reads (`reads_inputs`: per input, the
+//!    inputs whose gradients read its data, so a convolution with a frozen weight
+//!    keeps nothing of its input; `reads_output` for its own output); memory
 //!    reclamation frees everything else early.
 //! 2. **Its parameters**, if backward needs them: `impl Packed for MyParams` packing
 //!    them into the record's six half-words (`Params`, checked: a value that does not
@@ -213,5 +233,27 @@ pub(crate) fn expect_rank(op: &'static str, what: &'static str, rank: usize, wan
             expected: want,
             found: rank,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registry::OpSpec;
+
+    #[test]
+    fn the_op_table_lists_every_op() {
+        let src = include_str!("mod.rs");
+        let table = src
+            .split("//! # The ops")
+            .nth(1)
+            .and_then(|t| t.split("//! # How to add").next());
+        let docs = table.expect("the op table section");
+        for spec in OpSpec::<f32, 8>::ALL {
+            assert!(
+                docs.contains(&format!("`{}`", spec.name)),
+                "{} missing from the op table",
+                spec.name
+            );
+        }
     }
 }

@@ -181,7 +181,7 @@ impl Band {
 
 /// `dst.copy_from_slice(src)` (equal lengths) four words at a time: a loop of single
 /// words would become a `memcpy` call, which costs more than a row of W1.
-fn copy_row(dst: &mut [f32], src: &[f32]) {
+pub(crate) fn copy_row(dst: &mut [f32], src: &[f32]) {
     let n = dst.len().min(src.len());
     let (d4, d) = dst[..n].split_at_mut(n / 4 * 4);
     let (s4, s) = src[..n].split_at(n / 4 * 4);

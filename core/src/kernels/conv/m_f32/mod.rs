@@ -24,6 +24,9 @@ pub mod conv;
 pub mod weight;
 
 pub(crate) mod band;
+pub(crate) mod depthwise;
+pub(crate) mod micro;
+pub(crate) mod pointwise;
 pub(crate) mod tile;
 
 #[cfg(test)]

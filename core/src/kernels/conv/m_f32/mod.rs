@@ -26,6 +26,7 @@ pub mod weight;
 pub(crate) mod band;
 pub(crate) mod depthwise;
 pub(crate) mod micro;
+pub(crate) mod micro_dw;
 pub(crate) mod pointwise;
 pub(crate) mod tile;
 

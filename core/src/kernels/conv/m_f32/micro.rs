@@ -310,3 +310,47 @@ pub(crate) fn dots1_k3x3(acc: &mut [f32; 9], g: &[f32], x: &[f32], pitch: usize,
         }
     }
 }
+
+/// `dst.copy_from_slice(src)` for the shorter length: 8 words per `VLDM`/`VSTM` pair,
+/// then 4, then one by one (the rows copied into the bands: about half the
+/// instructions of word pairs).
+#[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+#[inline(never)]
+pub(crate) fn copy_words(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len().min(src.len());
+    // SAFETY: reads `src[..n]` and writes `dst[..n]` (`n` is the shorter length), in
+    // blocks of 8, one of 4 and single words that together are exactly `n` words; it
+    // changes only the registers declared as outputs and the flags.
+    unsafe {
+        core::arch::asm!(
+            "lsrs {k}, {n}, #3",
+            "beq 3f",
+            "2:",
+            "vldmia {s}!, {{s0-s7}}",
+            "vstmia {d}!, {{s0-s7}}",
+            "subs {k}, {k}, #1",
+            "bne 2b",
+            "3:",
+            "tst {n}, #4",
+            "beq 4f",
+            "vldmia {s}!, {{s0-s3}}",
+            "vstmia {d}!, {{s0-s3}}",
+            "4:",
+            "ands {n}, {n}, #3",
+            "beq 6f",
+            "5:",
+            "vldmia {s}!, {{s0}}",
+            "vstmia {d}!, {{s0}}",
+            "subs {n}, {n}, #1",
+            "bne 5b",
+            "6:",
+            d = inout(reg) dst.as_mut_ptr() => _,
+            s = inout(reg) src.as_ptr() => _,
+            n = inout(reg) n => _,
+            k = out(reg) _,
+            out("s0") _, out("s1") _, out("s2") _, out("s3") _,
+            out("s4") _, out("s5") _, out("s6") _, out("s7") _,
+            options(nostack),
+        );
+    }
+}

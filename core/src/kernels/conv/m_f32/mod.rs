@@ -32,6 +32,8 @@ pub(crate) mod tile;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_mobile;
 
 pub use conv::{conv2d_backward_input, conv2d_forward};
 pub use weight::conv2d_backward_weight;

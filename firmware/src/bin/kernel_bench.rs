@@ -196,7 +196,15 @@ fn main() -> ! {
     for (i, v) in b.iter_mut().enumerate() {
         *v = (i % 5) as f32 / 5.0 - 0.4;
     }
-    let mut bufs = Bufs { x, y, w, xr, yr, wr, b };
+    let mut bufs = Bufs {
+        x,
+        y,
+        w,
+        xr,
+        yr,
+        wr,
+        b,
+    };
     let (mut tot_instr, mut tot_macs) = (0u64, 0u64);
     for (name, c_in, c_out, hw) in [
         ("conv1 1->8 28x28", 1, 8, 28),

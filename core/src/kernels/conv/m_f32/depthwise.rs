@@ -103,7 +103,7 @@ fn depthwise_3x3(g: &ConvGeom) -> bool {
 /// with `y` untouched, for a shape it does not cover.
 pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
     let dims = ([g.h, g.w], [g.oh, g.ow]);
-    depthwise_3x3(g) && run(g, x, dims, g.pad, |c, t| w[c * 9 + t], Some(b), y)
+    depthwise_3x3(g) && run(g, x, dims, g.pad, (w, false), Some(b), y)
 }
 
 /// The backward-input pass (the correlation of the output gradient, padded by
@@ -112,29 +112,22 @@ pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
 pub(crate) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
     let dims = ([g.oh, g.ow], [g.h, g.w]);
     let covered = depthwise_3x3(g) && g.pad[0] <= 2 && g.pad[1] <= 2;
-    covered
-        && run(
-            g,
-            gy,
-            dims,
-            [2 - g.pad[0], 2 - g.pad[1]],
-            |c, t| w[c * 9 + 8 - t],
-            None,
-            gx,
-        )
+    covered && run(g, gy, dims, [2 - g.pad[0], 2 - g.pad[1]], (w, true), None, gx)
 }
 
-/// `out (+)= correlate(src, w')` per channel, `w'(c, t)` the 3x3 weights of channel
-/// `c`; `bias = Some(b)` overwrites `out` with `b + correlation`. Rows in pairs on
+/// `out (+)= correlate(src, w')` per channel, `w'` the 3x3 weights of the channel in
+/// `w`, `flip`ped (taps in reverse order) or not; `bias = Some(b)` overwrites `out`
+/// with `b + correlation`. Rows in pairs on
 /// `dw3x3_rows2`; a row's last partial tile and a band's odd last row go through a
 /// tile on the stack. `false`, touching nothing, when a band does not fit.
 #[allow(clippy::too_many_arguments)]
+#[inline(never)]
 fn run(
     g: &ConvGeom,
     src: &[f32],
     (sdim, odim): ([usize; 2], [usize; 2]),
     pad: [usize; 2],
-    wt: impl Fn(usize, usize) -> f32,
+    (w, flip): (&[f32], bool),
     bias: Option<Option<&[f32]>>,
     out: &mut [f32],
 ) -> bool {
@@ -153,7 +146,7 @@ fn run(
     let mut buf = [0.0f32; BUF_WORDS];
     for n in 0..g.n {
         for c in 0..g.groups {
-            let wk: [f32; 9] = core::array::from_fn(|t| wt(c, t));
+            let wk: [f32; 9] = core::array::from_fn(|t| w[c * 9 + if flip { 8 - t } else { t }]);
             let init = bias.map(|b| [b.map_or(0.0, |b| b[c]); 8]);
             let at = n * g.groups + c;
             let (plane, outp) = (&src[at * sp..][..sp], &mut out[at * op..][..op]);

@@ -31,12 +31,19 @@ pub(crate) fn dw3x3_rows2(
     // (`tiles >= 1`); it reads the 9 words of `w` and the 8 of `start`, and changes
     // only the registers declared as outputs and the flags.
     unsafe {
-        macro_rules! run {
-            ($($init:literal),*) => {
-                core::arch::asm!(
-                    "vldmia {w}, {{s0-s8}}",
-                    "2:",
-                    $($init,)*
+        // One copy of the loop (flash is scarce): a tile starts from `start` when `{s}`
+        // is not null, else from its own rows.
+        core::arch::asm!(
+            "vldmia {w}, {{s0-s8}}",
+            "2:",
+            "cbz {s}, 3f",
+            "vldmia {s}, {{s16-s23}}",
+            "b 4f",
+            "3:",
+            "vldmia {o}, {{s16-s19}}",
+            "add {t}, {o}, {os}",
+            "vldmia {t}, {{s20-s23}}",
+            "4:",
             "vldmia {x}, {{s9-s14}}",
             "vmla.f32 s16, s0, s9",
             "vmla.f32 s17, s0, s10",
@@ -116,41 +123,29 @@ pub(crate) fn dw3x3_rows2(
             "vmla.f32 s21, s8, s12",
             "vmla.f32 s22, s8, s13",
             "vmla.f32 s23, s8, s14",
-                    "vstmia {o}, {{s16-s19}}",
-                    "add {t}, {o}, {os}",
-                    "vstmia {t}, {{s20-s23}}",
-                    "add {o}, {o}, #16",
-                    "add {x}, {x}, #16",
-                    "subs {k}, {k}, #1",
-                    "bne 2b",
-                    o = inout(reg) out.as_mut_ptr() => _,
-                    t = out(reg) _,
-                    s = in(reg) start.map_or(core::ptr::null(), |s| s.as_ptr()),
-                    os = in(reg) ostride * 4,
-                    w = in(reg) w.as_ptr(),
-                    x = inout(reg) x.as_ptr() => _,
-                    p = in(reg) pitch * 4,
-                    k = inout(reg) tiles => _,
-                    out("s0") _, out("s1") _, out("s2") _, out("s3") _,
-                    out("s4") _, out("s5") _, out("s6") _, out("s7") _,
-                    out("s8") _, out("s9") _, out("s10") _, out("s11") _,
-                    out("s12") _, out("s13") _, out("s14") _,
-                    out("s16") _, out("s17") _, out("s18") _, out("s19") _,
-                    out("s20") _, out("s21") _, out("s22") _, out("s23") _,
-                    options(nostack),
-                )
-            };
-        }
-        if start.is_some() {
-            run!("vldmia {s}, {{s16-s23}}");
-        } else {
-            run!(
-                "@ no start tile: {s}",
-                "vldmia {o}, {{s16-s19}}",
-                "add {t}, {o}, {os}",
-                "vldmia {t}, {{s20-s23}}"
-            );
-        }
+            "vstmia {o}, {{s16-s19}}",
+            "add {t}, {o}, {os}",
+            "vstmia {t}, {{s20-s23}}",
+            "add {o}, {o}, #16",
+            "add {x}, {x}, #16",
+            "subs {k}, {k}, #1",
+            "bne 2b",
+            o = inout(reg) out.as_mut_ptr() => _,
+            t = out(reg) _,
+            s = in(reg) start.map_or(core::ptr::null(), |s| s.as_ptr()),
+            os = in(reg) ostride * 4,
+            w = in(reg) w.as_ptr(),
+            x = inout(reg) x.as_ptr() => _,
+            p = in(reg) pitch * 4,
+            k = inout(reg) tiles => _,
+            out("s0") _, out("s1") _, out("s2") _, out("s3") _,
+            out("s4") _, out("s5") _, out("s6") _, out("s7") _,
+            out("s8") _, out("s9") _, out("s10") _, out("s11") _,
+            out("s12") _, out("s13") _, out("s14") _,
+            out("s16") _, out("s17") _, out("s18") _, out("s19") _,
+            out("s20") _, out("s21") _, out("s22") _, out("s23") _,
+            options(nostack),
+        );
     }
     #[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
     for t in 0..tiles {

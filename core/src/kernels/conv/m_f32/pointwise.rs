@@ -26,18 +26,30 @@ fn covers(g: &ConvGeom) -> bool {
 /// Reduction channels per packed block of the products (`PACK_WORDS / 4`).
 const KC: usize = PACK_WORDS / 4;
 
+/// Where the factor `a(j, r)` of [`planes_product`] sits in the weights: at
+/// `w[j * sj + r * sr]`.
+struct Factor<'a> {
+    w: &'a [f32],
+    sj: usize,
+    sr: usize,
+}
+
 /// `out[r] = start(r) + sum_j a(j, r) * src[j]` for `m` planes `out[r]` and `k` planes
-/// `src[j]` of `plane` words each; `start(r)` is `Some(value)` to overwrite, `None` to
-/// add to `out[r]`.
+/// `src[j]` of `plane` words each; `bias = Some(b)` overwrites, `start(r) = b[r]` (0
+/// without `b`), `None` adds to `out[r]`. Data, not closures, say what the pass is: one
+/// copy of the code serves forward and backward-input (flash is scarce).
+#[inline(never)]
 fn planes_product(
     out: &mut [f32],
     m: usize,
     src: &[f32],
     k: usize,
     plane: usize,
-    a: impl Fn(usize, usize) -> f32,
-    start: impl Fn(usize) -> Option<f32>,
+    a: &Factor,
+    bias: Option<Option<&[f32]>>,
 ) {
+    let a = |j: usize, r: usize| a.w[j * a.sj + r * a.sr];
+    let start = |r: usize| bias.map(|b| b.map_or(0.0, |b| b[r]));
     let mut pack = [0.0f32; PACK_WORDS];
     let tiles = plane / 4;
     let mut r0 = 0;
@@ -114,9 +126,13 @@ pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
             let oc = grp * cout;
             let out = &mut y[(n * g.c_out + oc) * plane..][..cout * plane];
             let src = &x[(n * g.c_in + grp * cin) * plane..][..cin * plane];
-            let a = |j: usize, r: usize| w[(oc + r) * cin + j];
-            let start = |r: usize| Some(b.map_or(0.0, |b| b[oc + r]));
-            planes_product(out, cout, src, cin, plane, a, start);
+            let a = Factor {
+                w: &w[oc * cin..],
+                sj: 1,
+                sr: cin,
+            };
+            let bias = Some(b.map(|b| &b[oc..]));
+            planes_product(out, cout, src, cin, plane, &a, bias);
         }
     }
     true
@@ -133,8 +149,12 @@ pub(crate) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
             let (ic, oc) = (grp * cin, grp * cout);
             let out = &mut gx[(n * g.c_in + ic) * plane..][..cin * plane];
             let src = &gy[(n * g.c_out + oc) * plane..][..cout * plane];
-            let a = |j: usize, r: usize| w[(oc + j) * cin + r];
-            planes_product(out, cin, src, cout, plane, a, |_| None);
+            let a = Factor {
+                w: &w[oc * cin..],
+                sj: cin,
+                sr: 1,
+            };
+            planes_product(out, cin, src, cout, plane, &a, None);
         }
     }
     true

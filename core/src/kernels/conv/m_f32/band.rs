@@ -179,25 +179,24 @@ impl Band {
     }
 }
 
-/// `dst.copy_from_slice(src)` (equal lengths) four words at a time: a loop of single
-/// words would become a `memcpy` call, which costs more than a row of W1.
-fn copy_row(dst: &mut [f32], src: &[f32]) {
-    let n = dst.len().min(src.len());
-    let (d4, d) = dst[..n].split_at_mut(n / 4 * 4);
-    let (s4, s) = src[..n].split_at(n / 4 * 4);
-    for (d, s) in d4.chunks_exact_mut(4).zip(s4.chunks_exact(4)) {
-        if let ([d0, d1, d2, d3], [s0, s1, s2, s3]) = (d, s) {
-            (*d0, *d1, *d2, *d3) = (*s0, *s1, *s2, *s3);
+/// `dst.copy_from_slice(src)` (the shorter length): on the M4F eight and four words
+/// per `VLDM`/`VSTM` pair (`micro::copy_words`); elsewhere four words at a time (a loop
+/// of single words would become a `memcpy` call, which costs more than a row of W1).
+pub(crate) fn copy_row(dst: &mut [f32], src: &[f32]) {
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+    super::micro::copy_words(dst, src);
+    #[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
+    {
+        let n = dst.len().min(src.len());
+        let (d4, d) = dst[..n].split_at_mut(n / 4 * 4);
+        let (s4, s) = src[..n].split_at(n / 4 * 4);
+        for (d, s) in d4.chunks_exact_mut(4).zip(s4.chunks_exact(4)) {
+            if let ([d0, d1, d2, d3], [s0, s1, s2, s3]) = (d, s) {
+                (*d0, *d1, *d2, *d3) = (*s0, *s1, *s2, *s3);
+            }
         }
-    }
-    // The last words one by one, unrolled.
-    if let (Some(d), Some(&v)) = (d.get_mut(0), s.first()) {
-        *d = v;
-    }
-    if let (Some(d), Some(&v)) = (d.get_mut(1), s.get(1)) {
-        *d = v;
-    }
-    if let (Some(d), Some(&v)) = (d.get_mut(2), s.get(2)) {
-        *d = v;
+        for (d, &v) in d.iter_mut().zip(s) {
+            *d = v;
+        }
     }
 }

@@ -14,6 +14,7 @@
 
 use super::band::Band;
 use super::tile::{rows2_1x7_k3, rows_1x8_k1, rows_1x8_k3, rows_4x4_k1, rows_4x4_k3, Rows, Src, PAIR_COLS};
+use super::{depthwise, pointwise};
 use super::{BUF_WORDS, OB, PACK_WORDS};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
@@ -208,6 +209,9 @@ pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
 
 /// The tiled forward pass; `false`, with `y` untouched, for a shape it does not cover.
 pub(crate) fn forward_tiled(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    if pointwise::forward(g, x, w, b, y) || depthwise::forward(g, x, w, b, y) {
+        return true;
+    }
     let (cin, cout, taps) = (g.c_in / g.groups, g.c_out / g.groups, g.kh * g.kw);
     let c = Corr {
         g,
@@ -239,6 +243,9 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
 /// The tiled backward-input pass; `false`, with `gx` untouched, for a shape it does
 /// not cover (stride above 1, padding beyond the kernel's reach, buffers too small).
 pub(crate) fn backward_input_tiled(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    if pointwise::backward_input(g, gy, w, gx) || depthwise::backward_input(g, gy, w, gx) {
+        return true;
+    }
     let reach = [(g.kh - 1) * g.dil[0], (g.kw - 1) * g.dil[1]];
     if g.stride != [1, 1] || reach[0] < g.pad[0] || reach[1] < g.pad[1] {
         return false;

@@ -12,10 +12,18 @@
 //!   accumulators, and their buffers are 80 KiB of stack; here the stack is bounded by
 //!   [`STACK_WORDS`] words (about 11 KiB) whatever the shape, and nothing comes from
 //!   the arena.
-//! - Plain safe Rust, written so that LLVM keeps the tiles in registers at the
-//!   firmware's `opt-level = "s"` (which unrolls no loop): the lanes are unrolled by a
-//!   macro. On the M4F every multiply-add is one `VMLA.F32`, which rounds like a
-//!   multiply followed by an add, so forward results equal the generic kernel's.
+//! - MobileNet's layers have their own tiles: 1x1 convolutions (stride 1, no padding)
+//!   as matrix products of 4 x 4 (forward, backward-input) and 4 x 2 (backward-weight)
+//!   register tiles (`pointwise.rs`); depthwise 3x3 convolutions on a 2-row x 4-output
+//!   tile that holds the 9 weights, and a backward-weight tile with all 9 sums
+//!   (`depthwise.rs`). Their innermost loops are inline assembly on the M4F
+//!   (`micro.rs`, `micro_dw.rs`: one `VLDM` loads a run of words, which LLVM does not
+//!   form), the same loops in Rust elsewhere; the device checks the assembly against
+//!   the generic kernels (`firmware` `kernel_bench`), the host tests the Rust loops.
+//! - The other tiles are plain safe Rust, written so that LLVM keeps them in registers
+//!   at the firmware's `opt-level = "s"` (which unrolls no loop): the lanes are
+//!   unrolled by a macro. On the M4F every multiply-add is one `VMLA.F32`, which rounds
+//!   like a multiply followed by an add, so forward results equal the generic kernel's.
 //! - Every kernel falls back to the generic one for shapes it does not cover (a kernel
 //!   whose weights for 4 output channels exceed [`PACK_WORDS`], a row wider than the
 //!   band buffer), and is tested against it on random shapes (`tests.rs`).
@@ -24,10 +32,16 @@ pub mod conv;
 pub mod weight;
 
 pub(crate) mod band;
+pub(crate) mod depthwise;
+pub(crate) mod micro;
+pub(crate) mod micro_dw;
+pub(crate) mod pointwise;
 pub(crate) mod tile;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_mobile;
 
 pub use conv::{conv2d_backward_input, conv2d_forward};
 pub use weight::conv2d_backward_weight;

@@ -18,15 +18,15 @@ fn assert_close(what: &str, g: &ConvGeom, got: &[f32], want: &[f32], terms: usiz
 
 /// Which passes the tiled kernels took (the others fell back to the generic kernel).
 #[derive(Debug, PartialEq)]
-struct Tiled {
-    fwd: bool,
-    bwi: bool,
-    bww: bool,
+pub(super) struct Tiled {
+    pub fwd: bool,
+    pub bwi: bool,
+    pub bww: bool,
 }
 
 /// Runs all three kernels, tiled and generic, on one geometry with random data; the
 /// gradients start non-zero to check that both accumulate.
-fn check(rng: &mut Rng, g: &ConvGeom) -> Tiled {
+pub(super) fn check(rng: &mut Rng, g: &ConvGeom) -> Tiled {
     let (cin_g, taps) = (g.c_in / g.groups, g.kh * g.kw);
     let x = random(rng, g.n * g.c_in * g.h * g.w);
     let w = random(rng, g.c_out * cin_g * taps);
@@ -65,7 +65,7 @@ fn check(rng: &mut Rng, g: &ConvGeom) -> Tiled {
     Tiled { fwd, bwi, bww }
 }
 
-const ALL: Tiled = Tiled {
+pub(super) const ALL: Tiled = Tiled {
     fwd: true,
     bwi: true,
     bww: true,

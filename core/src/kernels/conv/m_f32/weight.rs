@@ -23,6 +23,7 @@
 
 use super::band::Band;
 use super::tile::unroll;
+use super::{depthwise, pointwise};
 use super::{BUF_WORDS, GY_WORDS, OB};
 use crate::kernels::conv::{self as generic, ConvGeom};
 
@@ -113,6 +114,9 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
 /// The tiled backward-weight pass; `false`, with `gw` untouched, for a shape it does
 /// not cover (stride above 1, a row wider than the buffers).
 pub(crate) fn backward_weight_tiled(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    if pointwise::backward_weight(g, gy, x, gw) || depthwise::backward_weight(g, gy, x, gw) {
+        return true;
+    }
     let (cin, cout, op, ip) = (g.c_in / g.groups, g.c_out / g.groups, g.oh * g.ow, g.h * g.w);
     let taps = g.kh * g.kw;
     let (hw, k, out) = ([g.h, g.w], [g.kh, g.kw], [g.oh, g.ow]);

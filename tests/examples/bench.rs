@@ -5,7 +5,7 @@
 //! ones.
 //!
 //! ```text
-//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels]
+//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels] [--w2-convs]
 //! cargo run --release -p torchlet-tests --example bench -- [--pytorch] --write-results tests/RESULTS.md
 //! RUSTFLAGS="-C target-cpu=native" cargo run --release -p torchlet-tests --example bench
 //! ```
@@ -284,9 +284,7 @@ fn pytorch_round(only: Option<&str>) -> Result<Vec<(String, Timing, Timing, Stri
     if let Some(case) = only {
         cmd.args(["--case", case]);
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run python3: {e}"))?;
+    let out = cmd.output().map_err(|e| format!("cannot run python3: {e}"))?;
     if !out.status.success() {
         return Err(format!(
             "bench_pytorch.py failed: {}",
@@ -580,7 +578,7 @@ fn main() {
         .map(|i| args.get(i + 1).cloned().unwrap_or_default());
     if let Some(path) = &results_file {
         // Check the file before spending minutes on the run; only full runs are written.
-        let partial = ["--quick", "--case", "--layers", "--kernels"];
+        let partial = ["--quick", "--case", "--layers", "--kernels", "--w2-convs"];
         if let Some(p) = args.iter().find(|a| partial.contains(&a.as_str())) {
             eprintln!("--write-results: a results file gets full runs only, not {p}");
             std::process::exit(2);
@@ -594,6 +592,11 @@ fn main() {
         }
     }
     let load_start = load_average();
+    if args.iter().any(|a| a == "--w2-convs") {
+        w2::conv_profile(1, quick);
+        w2::conv_profile(32, quick);
+        return;
+    }
     if args.iter().any(|a| a == "--layers") {
         for &(_, b, h, w, iters) in &CASES {
             layer_profile(b, h, w, iters / 4);
@@ -676,8 +679,17 @@ fn main() {
         }
         let title = format!("{}, median of {rounds} round(s), microseconds", net.title);
         let (o, t) = (&ours[n], &theirs[n]);
-        print_table(&mut out, &format!("{title} of wall time"), net.cases, o, t, |t| t.wall);
-        print_table(&mut out, &format!("{title} of thread CPU time"), net.cases, o, t, |t| t.cpu);
+        print_table(&mut out, &format!("{title} of wall time"), net.cases, o, t, |t| {
+            t.wall
+        });
+        print_table(
+            &mut out,
+            &format!("{title} of thread CPU time"),
+            net.cases,
+            o,
+            t,
+            |t| t.cpu,
+        );
     }
     out.line("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
     if only.is_none() {

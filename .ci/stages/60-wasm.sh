@@ -3,7 +3,8 @@
 #   lints -> wasm-bindgen tests in node -> npm package build and `npm pack` contents
 #   -> the packed package loads and trains in node -> demo site -> end-to-end test in
 #   headless Chromium (train to >90% held-out, draw, plan, bad input, screenshot in
-#   target/wasm-e2e/; then W1 exported by PyTorch as ONNX, loaded and trained past 90%)
+#   target/wasm-e2e/; then W1 exported by PyTorch as ONNX, loaded and trained past 90%;
+#   then W2 loaded, fine-tuned bias-only on the drawing and trained past 90%)
 #   -> benchmark harness vs TF.js in the same browser run
 #   (numbers only, in target/wasm-e2e/bench.json and formatted as wasm/RESULTS.md's
 #   block; skip with TORCHLET_WASM_BENCH=0). CI never rewrites wasm/RESULTS.md; it
@@ -47,7 +48,7 @@ if (pack.name !== 'torchlet' || missing.length || extra.length) {
 for (const d of ['web', 'web-nosimd', 'node']) {
   const dts = fs.readFileSync(`target/pkg/npm/${d}/torchlet.d.ts`, 'utf8');
   for (const s of ['export class Model', 'trainStep(', 'predict(', 'static planW1(', 'export class Plan',
-    'static fromOnnx(', 'static load(', 'exportModel(', 'exportSafetensors(']) {
+    'static fromOnnx(', 'static load(', 'exportModel(', 'exportSafetensors(', 'setTrainable(']) {
     if (!dts.includes(s)) { console.error(`${d}/torchlet.d.ts lacks "${s}"`); process.exit(1); }
   }
 }

@@ -1,10 +1,11 @@
-//! Benchmark harness (prints numbers, asserts nothing): W1 "digits-fcn" training steps
-//! and inference in torchlet, optionally side by side with PyTorch eager, plus per-kernel
+//! Benchmark harness (prints numbers, asserts nothing): W1 "digits-fcn" and W2
+//! "mobile-fcn" (bench/w2.rs) training steps and inference in torchlet, optionally side
+//! by side with PyTorch eager, plus per-kernel
 //! figures for W1's three convolutions and MobileNet-like depthwise 3x3 and pointwise
 //! ones.
 //!
 //! ```text
-//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels]
+//! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels] [--w2-convs]
 //! cargo run --release -p torchlet-tests --example bench -- [--pytorch] --write-results tests/RESULTS.md
 //! RUSTFLAGS="-C target-cpu=native" cargo run --release -p torchlet-tests --example bench
 //! ```
@@ -15,6 +16,8 @@
 //!   `--quick` and never rewrites a committed file).
 //! - Every figure is given as wall time and as the thread's CPU time (which leaves out
 //!   time slices lost to other processes: on a busy machine compare CPU times).
+//! - W2 steps run in training mode (BatchNorm on batch statistics, dropout 0.1) and W2
+//!   inference in eval mode (running statistics), in torchlet and in PyTorch alike.
 //! - A training step is zero_grad + forward + cross-entropy + backward + SGD (lr 0.01,
 //!   momentum 0.9) + end_step; inference is one forward pass with gradients off. Each
 //!   figure is the median of many timed iterations after warm-up.
@@ -38,8 +41,35 @@ use torchlet::optim::Sgd;
 use torchlet::Graph;
 use torchlet_tests::train::{plan_bytes, TAPE};
 
+#[path = "bench/w2.rs"]
+mod w2;
+
+/// One case: name, batch, height, width, timed training iterations.
+type Case = (&'static str, usize, usize, usize, usize);
+
+/// One network's cases and how to time one of them: (train, infer) at batch, h, w, iters.
+struct Net {
+    title: &'static str,
+    cases: &'static [Case],
+    run: fn(usize, usize, usize, usize) -> (Timing, Timing),
+}
+
+/// The networks benchmarked, in table order.
+const NETS: [Net; 2] = [
+    Net {
+        title: "W1 digits-fcn",
+        cases: &CASES,
+        run: torchlet_case,
+    },
+    Net {
+        title: "W2 mobile-fcn (training mode: BatchNorm batch statistics, dropout 0.1)",
+        cases: &w2::CASES,
+        run: w2::torchlet_case,
+    },
+];
+
 /// One W1 case: name, batch, height, width, timed training iterations.
-const CASES: [(&str, usize, usize, usize, usize); 3] = [
+const CASES: [Case; 3] = [
     ("b1-28x28", 1, 28, 28, 400),
     ("b32-28x28", 32, 28, 28, 40),
     ("b1-12x20", 1, 12, 20, 400),
@@ -245,13 +275,16 @@ fn layer_profile(batch: usize, h: usize, w: usize, iters: usize) {
 
 /// Runs the PyTorch script once and returns (case, train, infer, layouts) per line. The
 /// script times each case in NCHW and in channels_last and reports the faster layout's
-/// figures (training and inference picked separately); `layouts` names them.
-fn pytorch_round() -> Result<Vec<(String, Timing, Timing, String)>, String> {
+/// figures (training and inference picked separately); `layouts` names them. `only`
+/// limits it to one case.
+fn pytorch_round(only: Option<&str>) -> Result<Vec<(String, Timing, Timing, String)>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/bench_pytorch.py");
-    let out = Command::new("python3")
-        .args([script, "--momentum", "0.9"])
-        .output()
-        .map_err(|e| format!("cannot run python3: {e}"))?;
+    let mut cmd = Command::new("python3");
+    cmd.args([script, "--momentum", "0.9"]);
+    if let Some(case) = only {
+        cmd.args(["--case", case]);
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run python3: {e}"))?;
     if !out.status.success() {
         return Err(format!(
             "bench_pytorch.py failed: {}",
@@ -286,33 +319,34 @@ fn pytorch_round() -> Result<Vec<(String, Timing, Timing, String)>, String> {
 fn print_table(
     out: &mut Out,
     title: &str,
+    cases: &[Case],
     ours: &[Vec<(Timing, Timing)>],
     theirs: &[Vec<(Timing, Timing)>],
     pick: fn(&Timing) -> f64,
 ) {
     out.line(format!("\n{title}"));
     out.line(format!(
-        "{:<10} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}",
+        "{:<12} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}",
         "case", "train", "torch train", "ratio", "infer", "torch infer", "ratio"
     ));
     let med = |v: &[(Timing, Timing)], k: usize| {
         let mut xs: Vec<f64> = v.iter().map(|r| pick(if k == 0 { &r.0 } else { &r.1 })).collect();
         median(&mut xs)
     };
-    for (i, c) in CASES.iter().enumerate() {
+    for (i, c) in cases.iter().enumerate() {
         if ours[i].is_empty() {
             continue;
         }
         let (t, inf) = (med(&ours[i], 0), med(&ours[i], 1));
         if theirs[i].is_empty() {
             out.line(format!(
-                "{:<10} {t:>12.1} {:>12} {:>8} {inf:>12.1} {:>12} {:>8}",
+                "{:<12} {t:>12.1} {:>12} {:>8} {inf:>12.1} {:>12} {:>8}",
                 c.0, "-", "-", "-", "-"
             ));
         } else {
             let (pt, pi) = (med(&theirs[i], 0), med(&theirs[i], 1));
             out.line(format!(
-                "{:<10} {t:>12.1} {pt:>12.1} {:>8.2} {inf:>12.1} {pi:>12.1} {:>8.2}",
+                "{:<12} {t:>12.1} {pt:>12.1} {:>8.2} {inf:>12.1} {pi:>12.1} {:>8.2}",
                 c.0,
                 t / pt,
                 inf / pi
@@ -544,7 +578,7 @@ fn main() {
         .map(|i| args.get(i + 1).cloned().unwrap_or_default());
     if let Some(path) = &results_file {
         // Check the file before spending minutes on the run; only full runs are written.
-        let partial = ["--quick", "--case", "--layers", "--kernels"];
+        let partial = ["--quick", "--case", "--layers", "--kernels", "--w2-convs"];
         if let Some(p) = args.iter().find(|a| partial.contains(&a.as_str())) {
             eprintln!("--write-results: a results file gets full runs only, not {p}");
             std::process::exit(2);
@@ -558,6 +592,11 @@ fn main() {
         }
     }
     let load_start = load_average();
+    if args.iter().any(|a| a == "--w2-convs") {
+        w2::conv_profile(1, quick);
+        w2::conv_profile(32, quick);
+        return;
+    }
     if args.iter().any(|a| a == "--layers") {
         for &(_, b, h, w, iters) in &CASES {
             layer_profile(b, h, w, iters / 4);
@@ -598,28 +637,34 @@ fn main() {
         "peak: measured {peak:.1} GFLOP/s (independent multiply-adds of the kernels' instruction set){nominal}"
     ));
 
-    let mut ours: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
-    let mut theirs: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); CASES.len()];
+    // ours[net][case] and theirs[net][case]: one (train, infer) per round.
+    let empty = |n: &Net| vec![Vec::new(); n.cases.len()];
+    let mut ours: Vec<Vec<Vec<(Timing, Timing)>>> = NETS.iter().map(empty).collect();
+    let mut theirs: Vec<Vec<Vec<(Timing, Timing)>>> = NETS.iter().map(empty).collect();
     let kernels_only = args.iter().any(|a| a == "--kernels");
     for round in 0..if kernels_only { 0 } else { rounds } {
-        for (i, &(name, b, h, w, iters)) in CASES.iter().enumerate() {
-            if only.as_deref().is_some_and(|o| o != name) {
-                continue;
+        for (n, net) in NETS.iter().enumerate() {
+            for (i, &(name, b, h, w, iters)) in net.cases.iter().enumerate() {
+                if only.as_deref().is_some_and(|o| o != name) {
+                    continue;
+                }
+                let iters = if quick { iters / 10 } else { iters };
+                let r = (net.run)(b, h, w, iters);
+                eprintln!("round {round} torchlet {name}: train {:?}, infer {:?}", r.0, r.1);
+                ours[n][i].push(r);
             }
-            let iters = if quick { iters / 10 } else { iters };
-            let r = torchlet_case(b, h, w, iters);
-            eprintln!("round {round} torchlet {name}: train {:?}, infer {:?}", r.0, r.1);
-            ours[i].push(r);
         }
         if with_torch {
-            match pytorch_round() {
+            match pytorch_round(only.as_deref()) {
                 Ok(rows) => {
                     for (case, t, inf, layouts) in rows {
                         eprintln!(
                             "round {round} pytorch {case}: train {t:?}, infer {inf:?} (faster layout: {layouts})"
                         );
-                        if let Some(i) = CASES.iter().position(|c| c.0 == case) {
-                            theirs[i].push((t, inf));
+                        for (n, net) in NETS.iter().enumerate() {
+                            if let Some(i) = net.cases.iter().position(|c| c.0 == case) {
+                                theirs[n][i].push((t, inf));
+                            }
                         }
                     }
                 }
@@ -628,17 +673,24 @@ fn main() {
         }
     }
 
-    let title = format!("W1 digits-fcn, median of {rounds} round(s), microseconds");
-    print_table(&mut out, &format!("{title} of wall time"), &ours, &theirs, |t| {
-        t.wall
-    });
-    print_table(
-        &mut out,
-        &format!("{title} of thread CPU time"),
-        &ours,
-        &theirs,
-        |t| t.cpu,
-    );
+    for (n, net) in NETS.iter().enumerate() {
+        if ours[n].iter().all(Vec::is_empty) {
+            continue;
+        }
+        let title = format!("{}, median of {rounds} round(s), microseconds", net.title);
+        let (o, t) = (&ours[n], &theirs[n]);
+        print_table(&mut out, &format!("{title} of wall time"), net.cases, o, t, |t| {
+            t.wall
+        });
+        print_table(
+            &mut out,
+            &format!("{title} of thread CPU time"),
+            net.cases,
+            o,
+            t,
+            |t| t.cpu,
+        );
+    }
     out.line("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
     if only.is_none() {
         kernel_table(&mut out, peak, quick);

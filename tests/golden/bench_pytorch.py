@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""PyTorch eager CPU baseline timings for workload W1, one thread.
+"""PyTorch eager CPU baseline timings for workloads W1 and W2 ("mobile-fcn"), one thread.
 
     python3 tests/golden/bench_pytorch.py [--iters 200] [--iters-b32 20] [--momentum 0.0]
-                                          [--layouts nchw,channels_last]
+                                          [--layouts nchw,channels_last] [--case NAME]
 
-For each W1 case, prints one JSON line on stdout:
+For each case (W1: b1-28x28, b32-28x28, b1-12x20; W2: w2-b1-28x28, w2-b32-28x28,
+w2-b1-20x14), prints one JSON line on stdout:
     {"case": "b1-28x28", "train_us": ..., "infer_us": ..., "train_cpu_us": ...,
      "infer_cpu_us": ..., "train_iters": N, "infer_iters": N,
      "train_layout": "nchw", "infer_layout": "channels_last", "by_layout": {...}}
   - train_us: median wall time of one training step = zero_grad + forward + cross-entropy
     + backward + SGD step (lr 0.01, momentum as given, default 0).
   - infer_us: median wall time of one forward pass in eval mode under torch.no_grad().
+  - W2 is tests/golden/make_w2.py's W2 (imported from it); its training steps run in train
+    mode (BatchNorm on batch statistics, dropout 0.1), as torchlet's bench does.
   - train_cpu_us / infer_cpu_us: the same, measured as CPU time of the calling thread
     (time.thread_time_ns; with one torch thread, forward and CPU backward both run on it).
     Less sensitive to other processes on a busy machine than wall time, but not immune
@@ -34,6 +37,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from make_w2 import W2
 from w1_reference import w1
 
 torch.set_num_threads(1)
@@ -53,10 +57,10 @@ def median_us(fn, iters):
     return statistics.median(wall) / 1000.0, statistics.median(cpu) / 1000.0
 
 
-def bench_layout(batch, h, w, iters, momentum, layout):
+def bench_layout(net, batch, h, w, iters, momentum, layout):
     """(train wall, train cpu, infer wall, infer cpu) in us for one memory layout."""
     torch.manual_seed(0)
-    model = w1()
+    model = net()
     g = torch.Generator().manual_seed(1)
     x = torch.rand(batch, 1, h, w, generator=g)
     y = torch.randint(0, 10, (batch,), generator=g)
@@ -82,8 +86,8 @@ def bench_layout(batch, h, w, iters, momentum, layout):
     return train, train_cpu, inf, inf_cpu
 
 
-def bench(name, batch, h, w, iters, momentum, layouts):
-    runs = {l: bench_layout(batch, h, w, iters, momentum, l) for l in layouts}
+def bench(net, name, batch, h, w, iters, momentum, layouts):
+    runs = {l: bench_layout(net, batch, h, w, iters, momentum, l) for l in layouts}
     best_train = min(layouts, key=lambda l: runs[l][1])
     best_infer = min(layouts, key=lambda l: runs[l][3])
     train, train_cpu = runs[best_train][:2]
@@ -102,6 +106,7 @@ def main():
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--iters-b32", type=int, default=20)
     ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--case", default=None, help="run only this case")
     ap.add_argument("--layouts", default="nchw,channels_last",
                     help="comma-separated memory layouts to try: nchw, channels_last")
     a = ap.parse_args()
@@ -111,9 +116,19 @@ def main():
             ap.error(f"unknown layout {l!r}")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"SGD lr 0.01 momentum {a.momentum}, layouts {layouts}", file=sys.stderr)
-    bench("b1-28x28", 1, 28, 28, a.iters, a.momentum, layouts)
-    bench("b32-28x28", 32, 28, 28, a.iters_b32, a.momentum, layouts)
-    bench("b1-12x20", 1, 12, 20, a.iters, a.momentum, layouts)
+    cases = [
+        (w1, "b1-28x28", 1, 28, 28, a.iters),
+        (w1, "b32-28x28", 32, 28, 28, a.iters_b32),
+        (w1, "b1-12x20", 1, 12, 20, a.iters),
+        (W2, "w2-b1-28x28", 1, 28, 28, a.iters),
+        (W2, "w2-b32-28x28", 32, 28, 28, a.iters_b32),
+        (W2, "w2-b1-20x14", 1, 20, 14, a.iters),
+    ]
+    if a.case is not None and a.case not in [c[1] for c in cases]:
+        ap.error(f"unknown case {a.case!r}")
+    for net, name, batch, h, w, iters in cases:
+        if a.case is None or a.case == name:
+            bench(net, name, batch, h, w, iters, a.momentum, layouts)
 
 
 if __name__ == "__main__":

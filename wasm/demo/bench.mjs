@@ -1,6 +1,6 @@
 // Runs the benchmark page (bench.html) in headless Chromium and saves bench.json; with
 // --write-results, also replaces the marked block of a results file (wasm/RESULTS.md).
-//   node bench.mjs [OUT_DIR] [--reverse] [--write-results FILE]   (needs dist/: node build.mjs)
+//   node bench.mjs [OUT_DIR] [--reverse] [--w2only] [--write-results FILE]   (needs dist/: node build.mjs)
 //   node bench.mjs --format BENCH_JSON [--write-results FILE]     (block of an earlier run, e.g. CI's)
 //   node bench.mjs --check FILE                                   (the block is there and well formed)
 import fs from 'node:fs';
@@ -52,7 +52,8 @@ if (opt('--check')) {
     const page = await ctx.newPage();
     page.on('console', (m) => console.log(`[bench] ${m.text()}`));
     page.on('pageerror', (e) => console.log(`[bench] page error: ${e.message}`));
-    await page.goto(`${site.url}bench.html?run${argv.includes('--reverse') ? '&reverse' : ''}`);
+    const query = (argv.includes('--reverse') ? '&reverse' : '') + (argv.includes('--w2only') ? '&w2only' : '');
+    await page.goto(`${site.url}bench.html?run${query}`);
     await page.waitForSelector('body[data-bench-done="1"]', { timeout: 10 * 60 * 1000 });
     const results = await page.evaluate(() => window.benchResults);
     const cmd = ['node wasm/demo/bench.mjs', ...argv].join(' ');

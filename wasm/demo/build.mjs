@@ -28,6 +28,9 @@ for (const f of ['tfjs/dist/tf.min.js', 'tfjs-backend-wasm/dist/tf-backend-wasm.
   'tfjs-backend-wasm/dist/tfjs-backend-wasm-threaded-simd.wasm']) {
   fs.copyFileSync(path.join(tfjs, f), path.join(dist, 'tfjs', path.basename(f)));
 }
+// W2 as PyTorch exports it, for the benchmark page.
+fs.mkdirSync(path.join(dist, 'data'), { recursive: true });
+fs.copyFileSync(path.join(here, '..', '..', 'tests', 'golden', 'w2', 'w2.onnx'), path.join(dist, 'data', 'w2.onnx'));
 const bin = path.join(dist, 'data', 'digits.bin');
 if (!fs.existsSync(bin)) execFileSync('node', [path.join(here, 'build-data.mjs'), bin], { stdio: 'inherit' });
 console.log(`site ready in ${dist}`);

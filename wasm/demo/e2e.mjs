@@ -2,7 +2,9 @@
 // train until the held-out accuracy passes 90%, draw a digit with the mouse, check the
 // prediction and the arena plan, fine-tune, feed a bad size and check the engine's
 // error, and save a screenshot; then load an ONNX file exported from PyTorch (and a
-// refused one), check its plan, and train it past ONNX_BAR. Exits non-zero on any failure.
+// refused one), check its plan, and train it past ONNX_BAR; then W2 (mobile-fcn): a
+// bias-only fine-tune on the drawing and a full update past W2_BAR. Exits non-zero on
+// any failure.
 //   node e2e.mjs [OUT_DIR] [--bench]   (serves dist/ with python3 -m http.server on 127.0.0.1)
 // --bench then runs the benchmark page (bench.html) in the same browser.
 import fs from 'node:fs';
@@ -24,6 +26,9 @@ const TRAIN_TIMEOUT_MS = 8 * 60 * 1000;
 // exporter; tests/golden/make_onnx_zoo.py) must pass this held-out accuracy on the digits.
 const ONNX_FIXTURE = path.join(here, '..', '..', 'tests', 'golden', 'onnx', 'w1.ts.onnx');
 const ONNX_BAR = 0.9;
+// W2 "mobile-fcn", pretrained in PyTorch on 28x28 digits (the page's "Load W2"), trained
+// fully on the cropped digits in the page must pass this held-out accuracy.
+const W2_BAR = 0.9;
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -206,6 +211,28 @@ async function main() {
     check(onnx.acc > ONNX_BAR, `w1.ts.onnx (PyTorch export) trained in the page: held-out accuracy ${(onnx.acc * 100).toFixed(1)}% > ${ONNX_BAR * 100}% after ${onnx.secs.toFixed(0)} s`);
     await page.click('#stop');
     await page.screenshot({ path: path.join(out, 'screenshot-onnx.png'), fullPage: true });
+
+    // 8. W2: "Load W2" imports tests/golden/w2/w2.onnx; a bias-only fine-tune on the
+    // drawing trains only its biases, BatchNorm affine parameters and classifier; then
+    // the full update trains it on the cropped digits past W2_BAR.
+    await page.click('#load-w2');
+    await page.waitForFunction(() => document.querySelector('#onnx-status').textContent.startsWith('Loaded w2.onnx'), null, { timeout: 60000 });
+    const w2First = await page.textContent('#onnx-plan tr:nth-child(2) td:last-child');
+    check((await page.textContent('#error')) === '' && w2First === '[1, 8, 14, 14]',
+      `W2 loaded: ${await page.textContent('#onnx-status')} (stem output ${w2First})`);
+    await page.check('#bias-only');
+    await page.evaluate(() => { document.querySelector('#finetune-status').textContent = ''; });
+    await page.click('#label-7');
+    await page.waitForFunction(() => document.querySelector('#finetune-status').textContent.length > 0, null, { timeout: 30000 });
+    const ft = await page.textContent('#finetune-status');
+    check((await page.textContent('#error')) === '' && ft.includes('bias-only (1,722 of 18,602 parameters)'),
+      `W2 bias-only fine-tune: ${ft}`);
+    await page.uncheck('#bias-only');
+    await page.click('#train');
+    const w2 = await trainPast(page, W2_BAR);
+    check(w2.acc > W2_BAR, `W2 (full update) trained in the page: held-out accuracy ${(w2.acc * 100).toFixed(1)}% > ${W2_BAR * 100}% after ${w2.secs.toFixed(0)} s`);
+    await page.click('#stop');
+    await page.screenshot({ path: path.join(out, 'screenshot-w2.png'), fullPage: true });
 
     check(problems.length === 0, `no page or console errors${problems.length ? ': ' + problems.join('; ') : ''}`);
     await page.close();

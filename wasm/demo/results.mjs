@@ -10,6 +10,7 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..',
 export const BEGIN = '<!-- bench:begin -->';
 export const END = '<!-- bench:end -->';
 const CASES = ['b1 28x28', 'b32 28x28', 'b1 12x20'];
+const W2_CASES = ['b1 28x28', 'b32 28x28', 'b1 20x14'];
 
 function sh(cmd, args) {
   try {
@@ -37,38 +38,55 @@ export function runMeta(loadStart, userAgent, command) {
 
 const us = (v) => (v == null ? 'cannot train' : Math.round(v).toLocaleString('en-US'));
 
-/** The markdown block for bench.json's content (`results.meta` from `runMeta`). */
-export function formatBlock(r) {
-  const m = r.meta ?? {};
-  const rows = [];
+/**
+ * One network's table: a row per torchlet build and TF.js configuration, the ratio of the
+ * fastest TF.js to torchlet (SIMD128), and the paired rounds (`against` names the TF.js
+ * side when it is not the patched wasm backend).
+ */
+function table(title, cases, r) {
+  const rows = [`| µs per ${title} training step | ${cases.join(' | ')} |`, `|---|${cases.map(() => '---:').join('|')}|`];
   const row = (label, cells) => rows.push(`| ${label} | ${cells.join(' | ')} |`);
-  for (const [label, v] of Object.entries(r.torchlet ?? {})) row(label, CASES.map((c) => us(v[c])));
+  for (const [label, v] of Object.entries(r.torchlet ?? {})) row(label, cases.map((c) => us(v[c])));
   for (const [label, v] of Object.entries(r.tfjs ?? {})) {
-    row(label, CASES.map((c) => (c in v ? us(v[c]) : 'unavailable')));
+    row(label, cases.map((c) => (c in v ? us(v[c]) : 'unavailable')));
   }
   const ours = r.torchlet?.['torchlet wasm+simd128'] ?? {};
-  row('**fastest TF.js / torchlet wasm+simd128**', CASES.map((c) => {
+  row('**fastest TF.js / torchlet wasm+simd128**', cases.map((c) => {
     const best = Math.min(...Object.values(r.tfjs ?? {}).map((v) => v[c] ?? Infinity));
     return Number.isFinite(best) && ours[c] ? `**${(best / ours[c]).toFixed(1)}x**` : '-';
   }));
-  if (r.paired) {
-    row('paired rounds: torchlet wasm+simd128 / tfjs wasm + customGrad', CASES.map((c) =>
-      (r.paired[c] ? `${us(r.paired[c].torchlet)} / ${us(r.paired[c].tfjs)}` : '-')));
-    row('**paired ratio TF.js / torchlet**', CASES.map((c) =>
-      (r.paired[c] ? `**${(r.paired[c].tfjs / r.paired[c].torchlet).toFixed(1)}x**` : '-')));
+  const paired = r.paired ?? {};
+  if (Object.keys(paired).length) {
+    const against = [...new Set(Object.values(paired).map((p) => p.against ?? 'tfjs wasm + customGrad'))];
+    row(`paired rounds: torchlet wasm+simd128 / ${against.join(' or ')}`, cases.map((c) =>
+      (paired[c] ? `${us(paired[c].torchlet)} / ${us(paired[c].tfjs)}` +
+        (against.length > 1 ? ` (${paired[c].against})` : '') : '-')));
+    row('**paired ratio TF.js / torchlet**', cases.map((c) =>
+      (paired[c] ? `**${(paired[c].tfjs / paired[c].torchlet).toFixed(1)}x**` : '-')));
   }
+  return rows;
+}
+
+/** The markdown block for bench.json's content (`results.meta` from `runMeta`). */
+export function formatBlock(r) {
+  const m = r.meta ?? {};
+  const w2 = r.w2
+    ? ['', ...table('W2', W2_CASES, r.w2), '',
+      'W2 is tests/golden/w2/w2.onnx in torchlet (PyTorch\'s eval-mode export: no dropout) and the same ' +
+        'network in TF.js ops, both in training mode (BatchNorm batch statistics). Patched TF.js W2 ' +
+        `gradients against the stock ones (cpu backend): max relative difference ${r.w2.patchedGradRelDiff?.toExponential?.(1) ?? '?'}.`]
+    : [];
   return [
     `Measured ${m.date ?? '?'} at commit ${m.commit ?? '?'} in ${m.browser ?? '?'} (node ${m.node ?? '?'}), ` +
       `on ${m.cpu ?? '?'} (${m.cores ?? '?'} cores), load average ${m.loadStart ?? '?'} at the start and ` +
       `${m.loadEnd ?? '?'} at the end, by`,
     `\`${m.command ?? '?'}\`:`,
     '',
-    `| µs per W1 training step | ${CASES.join(' | ')} |`,
-    `|---|${CASES.map(() => '---:').join('|')}|`,
-    ...rows,
+    ...table('W1', CASES, r),
     '',
     `Patched TF.js filter gradient against the stock one (cpu backend): max relative difference ` +
       `${r.patchedGradRelDiff?.toExponential?.(1) ?? '?'}.`,
+    ...w2,
     '',
   ].join('\n');
 }

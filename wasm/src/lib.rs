@@ -12,10 +12,12 @@
 mod engine;
 mod loaded;
 mod owned;
+mod partial;
 mod spec;
 
 pub use engine::{Engine, Plan as EnginePlan, StepStats, AUTO_BATCH};
 pub use loaded::{FileEngine, LoadError, MODEL_TAPE};
+pub use partial::{matches, TrainSet};
 pub use spec::{LayerSpec, NetSpec, SpecError, MAX_LAYERS};
 
 use wasm_bindgen::prelude::*;
@@ -190,15 +192,19 @@ impl Model {
 
     /// A model from a model file (`torchlet convert`'s `.tlm`, or `exportModel`), with
     /// SGD; its parameters and buffers are the file's. `arenaBytes` 0 sizes the arena
-    /// for a batch of 32 at 28x28 (or at the model's fixed input size).
+    /// for a batch of 32 at 28x28 (or at the model's fixed input size). `trainable`
+    /// (optional): name patterns of the parameters that train, as `setTrainable` takes
+    /// them, so that the arena needs only what that choice needs.
     pub fn load(
         #[wasm_bindgen(js_name = tlmBytes)] tlm_bytes: Vec<u8>,
         lr: f32,
         momentum: f32,
         #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
+        trainable: Option<Vec<String>>,
     ) -> Result<Model, JsError> {
         let bytes = arena(arena_bytes)?;
-        let inner = FileEngine::new(tlm_bytes, lr, momentum, bytes).map_err(js_err)?;
+        let train = trainable.filter(|p| !p.is_empty());
+        let inner = FileEngine::new(tlm_bytes, lr, momentum, bytes, train).map_err(js_err)?;
         Ok(Model {
             inner: Inner::File(Box::new(inner)),
         })
@@ -214,9 +220,10 @@ impl Model {
         lr: f32,
         momentum: f32,
         #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
+        trainable: Option<Vec<String>>,
     ) -> Result<Model, JsError> {
         let file = loaded::onnx_to_file(bytes, external_data.as_deref()).map_err(js_err)?;
-        Self::load(file, lr, momentum, arena_bytes)
+        Self::load(file, lr, momentum, arena_bytes, trainable)
     }
 
     /// The model file of a loaded model with its current (trained) values: load it
@@ -236,6 +243,26 @@ impl Model {
         match &self.inner {
             Inner::File(e) => e.export_safetensors().map_err(js_err),
             Inner::Net(_) => Err(JsError::new(NOT_A_FILE)),
+        }
+    }
+
+    /// Chooses the parameters of a loaded model that train, keeping their current
+    /// values: those whose names (PyTorch's) match one of `patterns` (`*` matches any
+    /// run of characters), e.g. TinyTL's bias-only fine-tuning of W2 with `["*.bias",
+    /// "stem.1.weight", "*.conv.1.weight", "*.conv.4.weight", "*.conv.7.weight",
+    /// "fc.weight"]` (biases, BatchNorm affine parameters, the classifier); the others
+    /// stay frozen and BatchNorm normalises with its running statistics, which stay
+    /// as they are. An empty list trains every parameter again. Momentum restarts; the
+    /// arena keeps its size. Patterns matching no parameter throw and change nothing.
+    #[wasm_bindgen(js_name = setTrainable)]
+    pub fn set_trainable(&mut self, patterns: Vec<String>) -> Result<(), JsError> {
+        match &mut self.inner {
+            Inner::File(e) => e
+                .retrain((!patterns.is_empty()).then_some(patterns))
+                .map_err(js_err),
+            Inner::Net(_) => Err(JsError::new(
+                "setTrainable: only a model from Model.load or Model.fromOnnx chooses its trained parameters",
+            )),
         }
     }
 
@@ -348,6 +375,15 @@ impl Model {
     #[wasm_bindgen(getter, js_name = numParameters)]
     pub fn num_parameters(&self) -> f64 {
         each!(&self.inner, e => e.num_parameters()) as f64
+    }
+
+    /// Number of scalars that train (all parameters, unless `setTrainable` chose some).
+    #[wasm_bindgen(getter, js_name = trainedParameters)]
+    pub fn trained_parameters(&self) -> f64 {
+        (match &self.inner {
+            Inner::Net(e) => e.num_parameters(),
+            Inner::File(e) => e.trained_parameters(),
+        }) as f64
     }
 
     /// Input channels the network expects.

@@ -6,9 +6,10 @@
 
 use crate::engine::{count_correct, evaluate_by, softmax_into, Plan, PlannedLayer, StepStats, AUTO_BATCH};
 use crate::owned::{OwnedGraph, OwnedModel};
+use crate::partial::TrainSet;
 use core::cell::RefCell;
 use core::fmt;
-use torchlet::model::{encode, DimSpec, Model, ModelFile};
+use torchlet::model::{encode, DimSpec, Model, ModelFile, Placement};
 use torchlet::optim::Sgd;
 use torchlet::plan::Planner;
 use torchlet::{Error, Graph};
@@ -89,16 +90,23 @@ fn default_hw(file: &ModelFile<'_>) -> (usize, usize) {
     }
 }
 
-/// The meta plan of `file` at `[batch, C, h, w]` with SGD of this momentum: the same
-/// setup (tensors, SGD state) and step (training mode, cross-entropy, backward; eval
-/// mode forward for the prediction) on a meta graph.
-pub fn plan(file: ModelFile<'_>, momentum: f32, batch: usize, h: usize, w: usize) -> R<Plan> {
+/// The meta plan of `file` at `[batch, C, h, w]` with SGD of this momentum and these
+/// parameters training: the same setup (tensors, SGD state) and step (training mode,
+/// cross-entropy, backward; eval mode forward for the prediction) on a meta graph.
+pub fn plan(
+    file: ModelFile<'_>,
+    momentum: f32,
+    train: &TrainSet,
+    batch: usize,
+    h: usize,
+    w: usize,
+) -> R<Plan> {
     let dims = input_dims(&file, batch, h, w)?;
     let shapes = RefCell::new(Vec::new());
     let failed = RefCell::new(None);
     let planner = Planner::<f32, MODEL_TAPE, _, _>::new(
         |g: &mut Graph<'static, f32, MODEL_TAPE>| {
-            let m = Model::new(g, file).map_err(|e| {
+            let m = Model::with_placement(g, file, |t| train.place(t)).map_err(|e| {
                 *failed.borrow_mut() = Some(msg(e));
                 e.error
             })?;
@@ -107,7 +115,7 @@ pub fn plan(file: ModelFile<'_>, momentum: f32, batch: usize, h: usize, w: usize
         },
         |g: &mut Graph<'static, f32, MODEL_TAPE>, m: &Model<'_>, _h: usize, _w: usize| {
             let x = g.input(&dims, &[])?;
-            g.set_training(g.grad_enabled());
+            g.set_training(g.grad_enabled() && train.batch_statistics());
             let mut out = [x];
             let record = g.grad_enabled();
             m.forward_with(g, &[x], &mut out, |node, g, y| {
@@ -156,6 +164,7 @@ pub struct FileEngine {
     g: OwnedGraph<MODEL_TAPE>,
     model: OwnedModel,
     sgd: Sgd,
+    train: TrainSet,
     labels: Vec<usize>,
     /// Statistics of the last successful training step.
     pub last: Option<StepStats>,
@@ -166,19 +175,30 @@ pub struct FileEngine {
 impl FileEngine {
     /// Checks `bytes` as a model file and builds it with SGD (`lr`, `momentum`) over an
     /// arena of `arena_bytes` (0: the plan of a batch of [`AUTO_BATCH`] at 28x28, or at
-    /// the model's fixed size).
-    pub fn new(bytes: Vec<u8>, lr: f32, momentum: f32, arena_bytes: usize) -> R<Self> {
+    /// the model's fixed size). `train`: the names (patterns, see [`TrainSet`]) of the
+    /// parameters that train, or `None` for all.
+    pub fn new(
+        bytes: Vec<u8>,
+        lr: f32,
+        momentum: f32,
+        arena_bytes: usize,
+        train: Option<Vec<String>>,
+    ) -> R<Self> {
         let file = ModelFile::parse(&bytes).map_err(msg)?;
+        let train = match train {
+            None => TrainSet::all(),
+            Some(p) => TrainSet::matching(&file, p).map_err(LoadError)?,
+        };
         let words = if arena_bytes == 0 {
             let (h, w) = default_hw(&file);
-            plan(file, momentum, AUTO_BATCH, h, w)?.train_bytes
+            plan(file, momentum, &train, AUTO_BATCH, h, w)?.train_bytes
         } else {
             arena_bytes
         }
         .div_ceil(4);
         let mut g = OwnedGraph::new(words);
         let (model, sgd) = g.with(|g| -> R<_> {
-            let model = OwnedModel::new(bytes, g).map_err(LoadError)?;
+            let model = OwnedModel::with_placement(bytes, g, |t| train.place(t)).map_err(LoadError)?;
             let sgd = Sgd::new(g, lr, momentum, 0.0)?;
             Ok((model, sgd))
         })?;
@@ -186,6 +206,7 @@ impl FileEngine {
             g,
             model,
             sgd,
+            train,
             labels: Vec::new(),
             last: None,
             steps: 0,
@@ -212,6 +233,24 @@ impl FileEngine {
         self.model.get().file().tensors().map(|t| t.shape.numel()).sum()
     }
 
+    /// Number of scalars that train (in the parameters the [`TrainSet`] chose).
+    pub fn trained_parameters(&self) -> usize {
+        let file = self.model.get().file();
+        let train = file.tensors().filter(|t| self.train.place(t) == Placement::Train);
+        train.map(|t| t.shape.numel()).sum()
+    }
+
+    /// The same model with its current values, rebuilt with other parameters training
+    /// (`None`: all); same SGD settings and arena size, fresh momentum. On error
+    /// (patterns matching nothing) this model is unchanged.
+    pub fn retrain(&mut self, train: Option<Vec<String>>) -> R<()> {
+        let bytes = self.export_model()?;
+        let (lr, momentum) = (self.sgd.lr, self.sgd.momentum);
+        let next = FileEngine::new(bytes, lr, momentum, self.arena_bytes(), train)?;
+        *self = next;
+        Ok(())
+    }
+
     /// The input's channels.
     pub fn in_channels(&self) -> usize {
         channels(self.model.get().file())
@@ -219,7 +258,14 @@ impl FileEngine {
 
     /// The plan of this model at `[batch, C, h, w]`.
     pub fn plan(&self, batch: usize, h: usize, w: usize) -> R<Plan> {
-        plan(*self.model.get().file(), self.sgd.momentum, batch, h, w)
+        plan(
+            *self.model.get().file(),
+            self.sgd.momentum,
+            &self.train,
+            batch,
+            h,
+            w,
+        )
     }
 
     /// One SGD step in training mode on `batch` inputs with one class label each.
@@ -236,8 +282,9 @@ impl FileEngine {
         let m = self.model.get();
         let dims = input_dims(m.file(), batch, h, w)?;
         let (sgd, targets) = (&mut self.sgd, &self.labels);
+        let batch_stats = self.train.batch_statistics();
         let r = self.g.with(|g| {
-            g.set_training(true);
+            g.set_training(batch_stats);
             let r = (|| -> R<StepStats> {
                 g.zero_grad();
                 let x = g.input(&dims, x)?;

@@ -15,7 +15,7 @@
 #![allow(unsafe_code)]
 
 use core::mem::ManuallyDrop;
-use torchlet::model::{Model, ModelFile};
+use torchlet::model::{Model, ModelFile, Placement, TensorRecord};
 use torchlet::Graph;
 
 /// Tape capacity: parameters, the input and every op record of one step. W1 needs
@@ -73,15 +73,20 @@ pub struct OwnedModel {
 
 impl OwnedModel {
     /// Checks `bytes` as a model file ([`ModelFile::parse`]) and creates its tensors in
-    /// `g` ([`Model::new`]); the error names what is wrong and where.
-    pub fn new<const N: usize>(bytes: Vec<u8>, g: &mut Graph<'_, f32, N>) -> Result<Self, String> {
+    /// `g`, each where `place` says ([`Model::with_placement`]); the error names what is
+    /// wrong and where.
+    pub fn with_placement<const N: usize>(
+        bytes: Vec<u8>,
+        g: &mut Graph<'_, f32, N>,
+        place: impl FnMut(&TensorRecord<'_>) -> Placement,
+    ) -> Result<Self, String> {
         let buf: *mut [u8] = Box::into_raw(bytes.into_boxed_slice());
         // SAFETY: `buf` comes from `Box::into_raw` and is only freed in `Drop` (or below,
         // on error, after the last use of `slice`: the error is turned into a `String`
         // first). The model built on it is lent out only as `&Model<'_>` (see `get`).
         let slice: &'static [u8] = unsafe { &*buf };
         let r = ModelFile::parse(slice)
-            .and_then(|f| Model::new(g, f))
+            .and_then(|f| Model::with_placement(g, f, place))
             .map_err(|e| e.to_string());
         match r {
             Ok(model) => Ok(OwnedModel { model, bytes: buf }),

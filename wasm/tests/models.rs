@@ -92,7 +92,7 @@ fn train(m: &mut Model, reference: &[u8], steps: usize) -> Vec<f32> {
 
 #[wasm_bindgen_test]
 fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
-    let mut m = Model::from_onnx(W1_TS, None, 0.05, 0.0, 0.0).unwrap();
+    let mut m = Model::from_onnx(W1_TS, None, 0.05, 0.0, 0.0, None).unwrap();
     assert_eq!(m.num_parameters(), 6218.0);
     assert_eq!(m.in_channels(), 1);
     // Three sizes, two of them never exported (28x28 was).
@@ -106,7 +106,7 @@ fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
     assert_eq!(layers[0].shape(), vec![2, 8, 28, 28]);
     assert_eq!(layers.last().unwrap().shape(), vec![2, 10]);
     assert!(plan.infer_bytes() < plan.train_bytes());
-    let mut exact = Model::from_onnx(W1_TS, None, 0.05, 0.0, plan.train_bytes()).unwrap();
+    let mut exact = Model::from_onnx(W1_TS, None, 0.05, 0.0, plan.train_bytes(), None).unwrap();
     train(&mut exact, W1_REF, 1);
     assert_eq!(exact.high_water_bytes(), plan.train_bytes());
 
@@ -117,9 +117,9 @@ fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
 
 #[wasm_bindgen_test]
 fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_trains() {
-    let e = refused(Model::from_onnx(MOB_DYN, None, 0.05, 0.0, 0.0));
+    let e = refused(Model::from_onnx(MOB_DYN, None, 0.05, 0.0, 0.0, None));
     assert!(e.contains("external"), "{e}");
-    let mut m = Model::from_onnx(MOB_DYN, Some(MOB_DATA.to_vec()), 0.05, 0.0, 0.0).unwrap();
+    let mut m = Model::from_onnx(MOB_DYN, Some(MOB_DATA.to_vec()), 0.05, 0.0, 0.0, None).unwrap();
     predicts_like_onnxruntime(&mut m, MOB_REF, 3);
     // Training mode: batch statistics (the running ones move), and the loss falls.
     let losses = train(&mut m, MOB_REF, 8);
@@ -130,7 +130,7 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
     let (xs, x) = tensor(MOB_REF, "x.1");
     let (b, h, w) = (xs[0] as u32, xs[2] as u32, xs[3] as u32);
     let before = m.predict(&x, b, h, w).unwrap();
-    let mut again = Model::load(m.export_model().unwrap(), 0.05, 0.0, 0.0).unwrap();
+    let mut again = Model::load(m.export_model().unwrap(), 0.05, 0.0, 0.0, None).unwrap();
     assert_eq!(again.predict(&x, b, h, w).unwrap(), before);
 
     // exportSafetensors: every state_dict entry, trained values, int64 counters.
@@ -156,7 +156,7 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
     );
 
     // exportWeights / importWeights: a fresh import takes the trained weights.
-    let mut fresh = Model::from_onnx(MOB_DYN, Some(MOB_DATA.to_vec()), 0.05, 0.0, 0.0).unwrap();
+    let mut fresh = Model::from_onnx(MOB_DYN, Some(MOB_DATA.to_vec()), 0.05, 0.0, 0.0, None).unwrap();
     assert_ne!(fresh.predict(&x, b, h, w).unwrap(), before);
     fresh.import_weights(&m.export_weights().unwrap()).unwrap();
     assert_eq!(fresh.predict(&x, b, h, w).unwrap(), before);
@@ -164,15 +164,15 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
 
 #[wasm_bindgen_test]
 fn bad_model_files_and_inputs_throw_and_leave_the_model_usable() {
-    let e = refused(Model::from_onnx(b"not onnx at all", None, 0.05, 0.0, 0.0));
+    let e = refused(Model::from_onnx(b"not onnx at all", None, 0.05, 0.0, 0.0, None));
     assert!(e.starts_with("not a readable ONNX model"), "{e}");
-    let mut m = Model::from_onnx(W1_TS, None, 0.05, 0.9, 0.0).unwrap();
+    let mut m = Model::from_onnx(W1_TS, None, 0.05, 0.9, 0.0, None).unwrap();
     let mut tlm = m.export_model().unwrap();
-    let e = refused(Model::load(tlm[..tlm.len() - 9].to_vec(), 0.05, 0.0, 0.0));
+    let e = refused(Model::load(tlm[..tlm.len() - 9].to_vec(), 0.05, 0.0, 0.0, None));
     assert!(!e.is_empty());
     let mid = tlm.len() / 2;
     tlm[mid] ^= 0x55;
-    let e = refused(Model::load(tlm, 0.05, 0.0, 0.0));
+    let e = refused(Model::load(tlm, 0.05, 0.0, 0.0, None));
     assert!(e.contains("CRC"), "{e}");
     let e = message(m.predict(&[0.0; 5], 1, 28, 28).unwrap_err());
     assert_eq!(e, "input: data has 5 values, the shape holds 784");

@@ -1,50 +1,22 @@
-// Benchmark harness (not a test): W1 "digits-fcn" training steps in this browser, in
-// torchlet (SIMD128 and plain wasm builds) and in TensorFlow.js 4.22 with its cpu,
-// webgl and wasm backends. The wasm backend has no Conv2DBackpropFilter kernel, so it
-// can only train W1 when the conv filter gradient is supplied with tf.customGrad (a
-// conv2d with the input's channels as the batch and the batch as the channels); the
-// bench checks that patched gradient against the stock one on the cpu backend first.
+// Benchmark harness (not a test): W1 "digits-fcn" (and W2 "mobile-fcn", bench-w2.js)
+// training steps in this browser, in torchlet (SIMD128 and plain wasm builds) and in
+// TensorFlow.js 4.22 with its cpu, webgl and wasm backends. The wasm backend has no
+// Conv2DBackpropFilter kernel, so it can only train W1 when the conv filter gradient is
+// supplied with tf.customGrad (a conv2d with the input's channels as the batch and the
+// batch as the channels); the bench checks that patched gradient against the stock one
+// on the cpu backend first.
 import initSimd, { Model as ModelSimd } from './pkg/torchlet.js';
 import initPlain, { Model as ModelPlain } from './pkg-nosimd/torchlet.js';
+import { data, lcg, time } from './bench-util.js';
+import { runW2 } from './bench-w2.js';
 
 const CASES = [[1, 28, 28], [32, 28, 28], [1, 12, 20]];
 // ?reverse runs the cases in the opposite order (to check that order does not matter).
 if (new URLSearchParams(location.search).has('reverse')) CASES.reverse();
+// ?w2only leaves W1's cases out (to try the W2 part alone).
+if (new URLSearchParams(location.search).has('w2only')) CASES.length = 0;
 const out = document.getElementById('out');
 const log = (s) => { out.textContent += s + '\n'; console.log(s); };
-
-function lcg(seed) {
-  let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
-}
-function data(b, h, w) {
-  const r = lcg(b * 1000 + h * 10 + w);
-  const x = new Float32Array(b * h * w).map(() => r());
-  const labels = new Uint32Array(b).map(() => Math.floor(r() * 10));
-  return { x, labels };
-}
-
-/**
- * Microseconds per call of `step`: after a warm-up of at least 3 calls and `warmMs`, the
- * best of 3 rounds, each the mean over at least `minMs` and `minSteps` calls (the best
- * round is the one least disturbed by other work on the machine).
- */
-async function time(step, { minMs = 500, minSteps = 3, rounds = 3, warmMs = 300 } = {}) {
-  const w0 = performance.now();
-  for (let i = 0; i < 3 || performance.now() - w0 < warmMs; i++) await step();
-  let best = Infinity, total = 0;
-  for (let k = 0; k < rounds; k++) {
-    let n = 0;
-    const t0 = performance.now();
-    while (n < minSteps || performance.now() - t0 < minMs) {
-      await step();
-      n++;
-    }
-    best = Math.min(best, ((performance.now() - t0) * 1000) / n);
-    total += n;
-  }
-  return { us: best, steps: total };
-}
 
 async function torchletCase(Model, b, h, w) {
   const { x, labels } = data(b, h, w);
@@ -228,6 +200,8 @@ async function run() {
     const parts = tfs.map(([k, v]) => `${k} ${(v / t).toFixed(1)}x`).join(', ');
     log(`ratio TF.js/torchlet ${name(c)}: ${parts}`);
   }
+  // W2 "mobile-fcn" (bench-w2.js).
+  results.w2 = await runW2(tf, log, [['torchlet wasm+simd128', ModelSimd], ['torchlet wasm', ModelPlain]]);
   window.benchResults = results;
   document.body.dataset.benchDone = '1';
   return results;

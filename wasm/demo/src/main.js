@@ -7,6 +7,9 @@ const worker = new Worker('worker.js', { type: 'module' });
 let nextId = 1;
 const pending = new Map();
 const history = []; // { step, loss, acc? }
+/** W2's biases, BatchNorm affine parameters and classifier (TinyTL's "bias-only"), by
+ * their PyTorch names in tests/golden/w2/w2.onnx. */
+const W2_BIAS_ONLY = ['*.bias', 'stem.1.weight', '*.conv.1.weight', '*.conv.4.weight', '*.conv.7.weight', 'fc.weight'];
 
 function request(msg) {
   const id = nextId++;
@@ -218,10 +221,13 @@ for (let k = 0; k < 10; k++) {
   b.onclick = async () => {
     if (!current) return;
     try {
-      const r = await request({ type: 'finetune', x: current.data, h: current.h, w: current.w, label: k });
+      const trainable = $('bias-only').checked ? W2_BIAS_ONLY : undefined;
+      const r = await request({ type: 'finetune', x: current.data, h: current.h, w: current.w, label: k, trainable });
       showError('');
       showProbs(r.probs);
-      $('finetune-status').textContent = `Fine-tuned 5 steps on this ${r.h}x${r.w} drawing as "${k}" (loss ${r.loss.toFixed(3)}).`;
+      const how = trainable ? `bias-only (${r.trained.toLocaleString('en-US')} of ${r.params.toLocaleString('en-US')} parameters)` : '';
+      $('finetune-status').textContent =
+        `Fine-tuned 5 steps ${how}${how ? ' ' : ''}on this ${r.h}x${r.w} drawing as "${k}" (loss ${r.loss.toFixed(3)}).`;
     } catch (err) {
       showError(err.message);
     }
@@ -270,19 +276,16 @@ $('import').onchange = async (e) => {
 };
 
 // ---- load your own model ----------------------------------------------------------
-$('onnx').onchange = async (e) => {
-  const file = e.target.files[0];
-  if (!file) return;
-  const extra = $('onnx-data').files[0];
-  $('onnx-status').textContent = `Importing ${file.name}…`;
+/** Replaces the model with an ONNX file's (`bytes`, and `extra` for external data). */
+async function loadOnnx(name, bytes, extra) {
+  $('onnx-status').textContent = `Importing ${name}…`;
   try {
     const r = await request({
-      type: 'loadOnnx', bytes: await file.arrayBuffer(),
-      data: extra ? await extra.arrayBuffer() : undefined, lr: +$('lr').value,
+      type: 'loadOnnx', bytes, data: extra ? await extra.arrayBuffer() : undefined, lr: +$('lr').value,
     });
     showError('');
     $('onnx-status').textContent =
-      `Loaded ${file.name}${extra ? ` with ${extra.name}` : ''}: ${r.params} parameters and buffers, ` +
+      `Loaded ${name}${extra ? ` with ${extra.name}` : ''}: ${r.params} parameters and buffers, ` +
       `${r.channels} input channel(s), a ${(r.arenaBytes / 1024).toFixed(0)} KiB arena. Press Train.`;
     showPlan(28, 28, r.plan, 'onnx-plan', 'onnx-plan-summary');
     // A fresh model: the accuracy shown is its own from now on.
@@ -293,12 +296,30 @@ $('onnx').onchange = async (e) => {
     delete document.body.dataset.trained;
     $('train').disabled = false;
     $('stop').disabled = true;
-    document.body.dataset.model = file.name;
+    document.body.dataset.model = name;
   } catch (err) {
-    $('onnx-status').textContent = `${file.name} was not loaded; the current model is unchanged.`;
+    $('onnx-status').textContent = `${name} was not loaded; the current model is unchanged.`;
     showError(err.message);
+  }
+}
+
+$('onnx').onchange = async (e) => {
+  const file = e.target.files[0];
+  if (!file) return;
+  try {
+    await loadOnnx(file.name, await file.arrayBuffer(), $('onnx-data').files[0]);
   } finally {
     e.target.value = '';
+  }
+};
+
+$('load-w2').onclick = async () => {
+  try {
+    const res = await fetch('data/w2.onnx');
+    if (!res.ok) throw new Error(`data/w2.onnx: HTTP ${res.status}`);
+    await loadOnnx('w2.onnx', await res.arrayBuffer());
+  } catch (err) {
+    showError(err.message);
   }
 };
 

@@ -105,7 +105,11 @@ const handlers = {
     model.importWeights(new Uint8Array(bytes));
     return { type: 'imported', size: bytes.byteLength };
   },
-  finetune({ x, h, w, label, steps = 5, lr = 0.01 }) {
+  // `trainable`: name patterns of the only parameters that train (bias-only), with
+  // BatchNorm statistics frozen, for these steps; afterwards everything trains again.
+  finetune({ x, h, w, label, steps = 5, lr = 0.01, trainable }) {
+    if (trainable) model.setTrainable(trainable);
+    const trained = model.trainedParameters;
     const keep = model.lr;
     model.lr = lr;
     let loss = NaN;
@@ -113,9 +117,10 @@ const handlers = {
       for (let i = 0; i < steps; i++) loss = model.trainStep(x, 1, h, w, new Uint32Array([label])).loss;
     } finally {
       model.lr = keep;
+      if (trainable) model.setTrainable([]);
     }
     const probs = Array.from(model.predict(x, 1, h, w));
-    return { type: 'finetuned', h, w, label, loss, probs };
+    return { type: 'finetuned', h, w, label, loss, probs, trained, params: model.trainedParameters };
   },
 };
 

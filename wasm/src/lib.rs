@@ -17,7 +17,7 @@ mod spec;
 
 pub use engine::{Engine, Plan as EnginePlan, StepStats, AUTO_BATCH};
 pub use loaded::{FileEngine, LoadError, MODEL_TAPE};
-pub use partial::{matches, TrainSet};
+pub use partial::TrainSet;
 pub use spec::{LayerSpec, NetSpec, SpecError, MAX_LAYERS};
 
 use wasm_bindgen::prelude::*;

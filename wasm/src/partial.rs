@@ -5,7 +5,7 @@
 //! partial fine-tuning of TinyTL (biases, BatchNorm affine parameters and the
 //! classifier), which works at batch 1.
 
-use torchlet::model::{ModelFile, Placement, TensorKind, TensorRecord};
+use torchlet::model::{name_matches, ModelFile, Placement, TensorKind, TensorRecord};
 
 /// The parameters that train: `None` for the file's choice, else the patterns.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -41,21 +41,10 @@ impl TrainSet {
     pub fn place(&self, t: &TensorRecord<'_>) -> Placement {
         match (&self.0, t.kind) {
             (None, kind) => Placement::default_for(kind),
-            (Some(p), TensorKind::Param { .. }) if p.iter().any(|p| matches(p, t.name)) => Placement::Train,
+            (Some(p), TensorKind::Param { .. }) if p.iter().any(|p| name_matches(p, t.name)) => {
+                Placement::Train
+            }
             (Some(_), _) => Placement::Frozen,
-        }
-    }
-}
-
-/// Whether `name` matches `pattern`, where `*` matches any run of characters.
-pub fn matches(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && matches(rest, &tail[i..]))
         }
     }
 }

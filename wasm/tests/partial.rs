@@ -5,7 +5,8 @@
 #![cfg(target_arch = "wasm32")]
 
 use safetensors::SafeTensors;
-use torchlet_wasm::{matches, Model};
+use torchlet::model::name_matches as matches;
+use torchlet_wasm::Model;
 use wasm_bindgen::{JsError, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
 

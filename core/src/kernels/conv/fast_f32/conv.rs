@@ -87,7 +87,7 @@ impl Corr<'_> {
 
 /// `a[..src.len()] = src` (at most 8 words) with fixed-size moves, no `memcpy` call.
 #[inline(always)]
-fn load(a: &mut [f32; 8], src: &[f32]) {
+pub(super) fn load(a: &mut [f32; 8], src: &[f32]) {
     let mut k = 0;
     for step in [8, 4, 2, 1] {
         if src.len() - k >= step {
@@ -99,7 +99,7 @@ fn load(a: &mut [f32; 8], src: &[f32]) {
 
 /// `dst = a[..dst.len()]` (at most 8 words) with fixed-size moves.
 #[inline(always)]
-fn store(dst: &mut [f32], a: &[f32; 8]) {
+pub(super) fn store(dst: &mut [f32], a: &[f32; 8]) {
     let mut k = 0;
     for step in [8, 4, 2, 1] {
         if dst.len() - k >= step {
@@ -255,6 +255,9 @@ fn block(left: usize) -> usize {
 /// when the CPU has those (x86_64, asked at run time) and the shape suits it, else
 /// [`conv2d_forward_portable`].
 pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+    if super::depthwise::conv2d_forward(g, x, w, b, y) {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if super::avx2::conv2d_forward(g, x, w, b, y) {
         return;
@@ -288,6 +291,9 @@ pub fn conv2d_forward_portable(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f
 /// `gx += conv_transpose(gy, w)`, as [`generic::conv2d_backward_input`]; AVX2 + FMA
 /// when available, as [`conv2d_forward`].
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+    if super::depthwise::conv2d_backward_input(g, gy, w, gx) {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if super::avx2::conv2d_backward_input(g, gy, w, gx) {
         return;

@@ -12,6 +12,8 @@
 //!   on any CPU that has them: stride-1 convolutions as implicit matrix products with
 //!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
 //!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
+//! - [`depthwise`]: strided depthwise convolutions on small planes, tried first by
+//!   every entry point.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
 //!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
@@ -21,6 +23,7 @@
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 pub mod conv;
+pub mod depthwise;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod strip;

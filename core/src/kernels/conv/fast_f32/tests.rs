@@ -62,6 +62,13 @@ fn paths() -> Vec<(&'static str, Fwd, Bwd, Bwd)> {
         super::avx2::conv2d_backward_input,
         super::avx2::conv2d_backward_weight,
     ));
+    // Last, so the AVX2 path keeps its index where it exists.
+    v.push((
+        "depthwise",
+        super::depthwise::conv2d_forward,
+        super::depthwise::conv2d_backward_input,
+        super::depthwise::conv2d_backward_weight,
+    ));
     v
 }
 
@@ -184,6 +191,37 @@ fn depthwise_matches_generic() {
         check(&mut rng, &g);
         let g = geom(1, c, 2 * c, hw, [3, 3], s, [1, 1], [1, 1], c).unwrap();
         check(&mut rng, &g);
+    }
+}
+
+#[test]
+fn strided_depthwise_path_matches_generic() {
+    let mut rng = Rng::new(11);
+    let mut handled = 0;
+    // W2's strided depthwise layers, then odd sizes, paddings, strides, dilations, batches.
+    for (n, c, hw, k, s, p, d) in [
+        (3, 32, [14, 14], [3, 3], [2, 2], [1, 1], [1, 1]),
+        (2, 64, [7, 7], [3, 3], [2, 2], [1, 1], [1, 1]),
+        (1, 5, [9, 13], [3, 3], [2, 1], [0, 2], [1, 1]),
+        (2, 3, [11, 8], [3, 2], [1, 3], [2, 1], [1, 2]),
+        (3, 4, [15, 17], [5, 5], [3, 2], [2, 3], [1, 1]),
+        (1, 2, [10, 9], [3, 3], [2, 2], [3, 0], [2, 2]),
+        (2, 1, [1, 5], [1, 3], [2, 2], [0, 1], [1, 1]),
+    ] {
+        let g = geom(n, c, c, hw, k, s, p, d, c).unwrap();
+        // The depthwise path is the last.
+        handled += check(&mut rng, &g).last().copied().unwrap_or(0);
+    }
+    assert_eq!(handled, 3 * 7);
+    // Not its shapes: stride 1, channel multipliers, grouped, too large a plane.
+    for (c_in, c_out, groups, hw, s) in [
+        (4, 4, 4, [9, 9], [1, 1]),
+        (4, 8, 4, [9, 9], [2, 2]),
+        (4, 4, 2, [9, 9], [2, 2]),
+        (2, 2, 2, [70, 70], [2, 2]),
+    ] {
+        let g = geom(2, c_in, c_out, hw, [3, 3], s, [1, 1], [1, 1], groups).unwrap();
+        assert_eq!(check(&mut rng, &g).last(), Some(&0), "{g:?}");
     }
 }
 

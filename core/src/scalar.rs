@@ -47,6 +47,33 @@ pub trait Scalar:
     fn acc_add(acc: Self::Acc, a: Self) -> Self::Acc;
     /// The sum, rounded back to a scalar.
     fn from_acc(acc: Self::Acc) -> Self;
+    /// `f` folded over every value of `runs` from [`Scalar::acc_zero`]: the long sums
+    /// of the normalisations. The order of the additions is the type's: one chain
+    /// here (exact for fixed point), lane-wise chains for `f32` ([`crate::kernels::lanes`]).
+    #[inline(always)]
+    fn fold_runs<'a>(
+        runs: impl Iterator<Item = &'a [Self]>,
+        f: impl Fn(Self::Acc, Self) -> Self::Acc,
+    ) -> Self::Acc
+    where
+        Self: 'a,
+    {
+        runs.fold(Self::acc_zero(), |acc, r| r.iter().fold(acc, |a, &v| f(a, v)))
+    }
+    /// Two sums folded over pairs of equally long runs, as [`Scalar::fold_runs`].
+    #[inline(always)]
+    fn fold_run_pairs<'a>(
+        runs: impl Iterator<Item = (&'a [Self], &'a [Self])>,
+        f: impl Fn([Self::Acc; 2], Self, Self) -> [Self::Acc; 2],
+    ) -> [Self::Acc; 2]
+    where
+        Self: 'a,
+    {
+        let zero = [Self::acc_zero(); 2];
+        runs.fold(zero, |acc, (x, y)| {
+            x.iter().zip(y).fold(acc, |a, (&u, &v)| f(a, u, v))
+        })
+    }
 
     /// Conversion from a real number with the type's rounding rule.
     fn from_f32(v: f32) -> Self;
@@ -143,6 +170,17 @@ impl Scalar for f32 {
     #[inline(always)]
     fn from_acc(acc: f32) -> f32 {
         acc
+    }
+    #[inline(always)]
+    fn fold_runs<'a>(runs: impl Iterator<Item = &'a [f32]>, f: impl Fn(f32, f32) -> f32) -> f32 {
+        crate::kernels::lanes::fold_runs(runs, f)
+    }
+    #[inline(always)]
+    fn fold_run_pairs<'a>(
+        runs: impl Iterator<Item = (&'a [f32], &'a [f32])>,
+        f: impl Fn([f32; 2], f32, f32) -> [f32; 2],
+    ) -> [f32; 2] {
+        crate::kernels::lanes::fold_run_pairs(runs, f)
     }
     #[inline(always)]
     fn from_f32(v: f32) -> f32 {

@@ -14,6 +14,7 @@ pub mod activation;
 pub mod compact;
 pub mod conv;
 pub mod elementwise;
+pub mod lanes;
 pub mod layout;
 pub mod linear;
 pub mod norm;

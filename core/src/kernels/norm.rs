@@ -37,21 +37,12 @@ fn channel_runs<S: Scalar>(g: NormGeom, x: &[S], ch: usize) -> impl Iterator<Ite
 /// Mean of the values of `runs` (`count` in all) and the sum of their squared
 /// deviations from it.
 fn mean_dev<'a, S: Scalar>(runs: impl Iterator<Item = &'a [S]> + Clone, count: usize) -> (S, S::Acc) {
-    let mut acc = S::acc_zero();
-    for r in runs.clone() {
-        for &v in r {
-            acc = S::acc_add(acc, v);
-        }
-    }
-    let mean = S::acc_mean(acc, count);
-    let mut acc = S::acc_zero();
-    for r in runs {
-        for &v in r {
-            let d = v - mean;
-            acc = S::mac(acc, d, d);
-        }
-    }
-    (mean, acc)
+    let mean = S::acc_mean(S::fold_runs(runs.clone(), S::acc_add), count);
+    let dev = S::fold_runs(runs, |acc, v| {
+        let d = v - mean;
+        S::mac(acc, d, d)
+    });
+    (mean, dev)
 }
 
 /// `1 / sqrt(var + eps)`.
@@ -161,6 +152,17 @@ pub fn affine_grads<S: Scalar>(
     gb: &mut [S],
 ) {
     for ch in 0..g.c {
+        let s0 = set(0, ch);
+        if (1..g.n).all(|b| set(b, ch) == s0) {
+            // One set for the whole channel (batch norm): one long sum over its runs.
+            let (m, r) = (saved[s0], saved[sets + s0]);
+            let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
+            let [sw, sb] = S::fold_run_pairs(runs, |[w, b], xv, gv| {
+                [S::mac(w, gv, (xv - m) * r), S::acc_add(b, gv)]
+            });
+            add_sums(gw, gb, ch, sw, sb);
+            continue;
+        }
         let (mut sw, mut sb) = (S::acc_zero(), S::acc_zero());
         for b in 0..g.n {
             let s = set(b, ch);
@@ -171,12 +173,17 @@ pub fn affine_grads<S: Scalar>(
                 sb = S::acc_add(sb, gv);
             }
         }
-        if let Some(v) = gw.get_mut(ch) {
-            *v += S::from_acc(sw);
-        }
-        if let Some(v) = gb.get_mut(ch) {
-            *v += S::from_acc(sb);
-        }
+        add_sums(gw, gb, ch, sw, sb);
+    }
+}
+
+/// `gw[ch] += sw` and `gb[ch] += sb` where those parameters exist.
+fn add_sums<S: Scalar>(gw: &mut [S], gb: &mut [S], ch: usize, sw: S::Acc, sb: S::Acc) {
+    if let Some(v) = gw.get_mut(ch) {
+        *v += S::from_acc(sw);
+    }
+    if let Some(v) = gb.get_mut(ch) {
+        *v += S::from_acc(sb);
     }
 }
 
@@ -197,13 +204,10 @@ pub fn batch_norm_backward_input<S: Scalar>(
         let a = r * param(w, ch, S::ONE);
         let (mut m1, mut m2) = (S::ZERO, S::ZERO);
         if batch {
-            let (mut s1, mut s2) = (S::acc_zero(), S::acc_zero());
-            for (xr, gr) in channel_runs(g, x, ch).zip(channel_runs(g, gy, ch)) {
-                for (&xv, &gv) in xr.iter().zip(gr) {
-                    s1 = S::acc_add(s1, gv);
-                    s2 = S::mac(s2, gv, (xv - m) * r);
-                }
-            }
+            let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
+            let [s1, s2] = S::fold_run_pairs(runs, |[s1, s2], xv, gv| {
+                [S::acc_add(s1, gv), S::mac(s2, gv, (xv - m) * r)]
+            });
             m1 = S::acc_mean(s1, g.per_channel());
             m2 = S::acc_mean(s2, g.per_channel());
         }
@@ -238,14 +242,7 @@ pub fn scale_channels_in_place<S: Scalar>(g: NormGeom, saved: &[S], w: &[S], gy:
 /// needs nothing of the input (a frozen-weight layer keeps nothing for it).
 pub fn bias_grads<S: Scalar>(g: NormGeom, gy: &[S], gb: &mut [S]) {
     for (ch, v) in gb.iter_mut().enumerate().take(g.c) {
-        let mut sb = S::acc_zero();
-        for b in 0..g.n {
-            let at = (b * g.c + ch) * g.inner;
-            gy[at..at + g.inner]
-                .iter()
-                .for_each(|&gv| sb = S::acc_add(sb, gv));
-        }
-        *v += S::from_acc(sb);
+        *v += S::from_acc(S::fold_runs(channel_runs(g, gy, ch), S::acc_add));
     }
 }
 

@@ -108,12 +108,14 @@ pub fn adaptive_avg_pool2d_forward<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S]
             let (y0, y1) = adaptive(oy, g.oh, g.h);
             for ox in 0..g.ow {
                 let (x0, x1) = adaptive(ox, g.ow, g.w);
-                let mut acc = S::acc_zero();
-                for iy in y0..y1 {
-                    for &v in &xp[iy * g.w + x0..iy * g.w + x1] {
-                        acc = S::acc_add(acc, v);
+                // Whole rows are one contiguous run (a global pool: the plane), so
+                // `f32` sums it in lane-wise chains.
+                let acc = match (x0, x1) {
+                    (0, x1) if x1 == g.w => {
+                        S::fold_runs(core::iter::once(&xp[y0 * g.w..y1 * g.w]), S::acc_add)
                     }
-                }
+                    _ => S::fold_runs((y0..y1).map(|iy| &xp[iy * g.w + x0..iy * g.w + x1]), S::acc_add),
+                };
                 let d = S::from_count((y1 - y0) * (x1 - x0));
                 y[p * op + oy * g.ow + ox] = S::from_acc(acc).div(d);
             }

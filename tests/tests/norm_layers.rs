@@ -579,3 +579,54 @@ fn fused_sgd_updates_norm_parameters_as_sgd_does() {
         }
     }
 }
+
+/// Fixed statistics: with a frozen weight the record keeps only each channel's scale
+/// (`C` values, not the mean and inverse std), without gradients nothing, and the
+/// gradients are those of the record that keeps both.
+#[test]
+fn fixed_statistics_keep_only_what_their_gradients_read() {
+    let mut arena = vec![0.0f32; 1 << 12];
+    let mut g: Graph<f32, 64> = Graph::new(&mut arena);
+    let c = 3;
+    let frozen_w = g.buffer(&[c]).unwrap();
+    let trained_w = g.param(&[c]).unwrap();
+    let b = g.param(&[c]).unwrap();
+    let (m, v) = (g.buffer(&[c]).unwrap(), g.buffer(&[c]).unwrap());
+    for t in [frozen_w, trained_w] {
+        g.param_data_mut(t).unwrap().copy_from_slice(&[1.5, -0.5, 0.75]);
+    }
+    g.param_data_mut(m).unwrap().copy_from_slice(&[0.1, -0.2, 0.3]);
+    g.param_data_mut(v).unwrap().copy_from_slice(&[2.0, 0.5, 1.0]);
+    let vals = values(2 * c * 4, 7);
+    let eval = BatchNormParams::default();
+    // Bytes one batch_norm adds beyond its output, and the gradients it gives.
+    let run = |g: &mut Graph<f32, 64>, w: Tensor, grads: bool| {
+        let x = match grads {
+            true => g.input_with_grad(&[2, c, 2, 2], &vals).unwrap(),
+            false => g.input(&[2, c, 2, 2], &vals).unwrap(),
+        };
+        g.set_grad_enabled(grads);
+        let before = g.arena().used_bytes();
+        let y = g.batch_norm(x, Some(w), Some(b), Some(m), Some(v), eval).unwrap();
+        let extra = g.arena().used_bytes() - before - vals.len() * 4;
+        let out = g.data(y).unwrap().to_vec();
+        let mut grad = Vec::new();
+        if grads {
+            let s = g.sum(y, &[0, 1, 2, 3], false).unwrap();
+            g.backward(s).unwrap();
+            grad = g.grad(x).unwrap().unwrap().to_vec();
+            grad.extend(g.grad(b).unwrap().unwrap());
+        }
+        g.set_grad_enabled(true);
+        g.end_step();
+        g.zero_grad();
+        (extra, out, grad)
+    };
+    let (both, y_both, g_both) = run(&mut g, trained_w, true);
+    let (scale, y_scale, g_scale) = run(&mut g, frozen_w, true);
+    let (none, y_none, _) = run(&mut g, frozen_w, false);
+    assert_eq!((both, scale, none), (2 * c * 4, c * 4, 0));
+    assert_eq!(y_both, y_scale);
+    assert_eq!(y_both, y_none);
+    assert_eq!(g_both, g_scale);
+}

@@ -138,6 +138,78 @@ pub fn normalize_in_place<S: Scalar>(
     }
 }
 
+/// The scale of channel `ch` of batch norm with fixed statistics,
+/// `w / sqrt(var + eps)` (`w` 1 when absent).
+#[inline]
+fn fixed_scale<S: Scalar>(var: &[S], w: &[S], eps: S, ch: usize) -> S {
+    inv_std(var[ch], eps) * param(w, ch, S::ONE)
+}
+
+/// [`fixed_scale`] of every channel, into `scale`: what a record with a frozen scale
+/// keeps for backward.
+pub fn fixed_scales<S: Scalar>(var: &[S], w: &[S], eps: S, scale: &mut [S]) {
+    for (ch, a) in scale.iter_mut().enumerate() {
+        *a = fixed_scale(var, w, eps, ch);
+    }
+}
+
+/// Batch norm with fixed statistics: `y = (x - mean) * w / sqrt(var + eps) + bias`
+/// per channel, over `y` in place when `x` is `None`.
+#[allow(clippy::too_many_arguments)]
+pub fn normalize_fixed<S: Scalar>(
+    g: NormGeom,
+    x: Option<&[S]>,
+    mean: &[S],
+    var: &[S],
+    eps: S,
+    w: &[S],
+    bias: &[S],
+    y: &mut [S],
+) {
+    for ch in 0..g.c {
+        let (m, a) = (mean[ch], fixed_scale(var, w, eps, ch));
+        let sh = param(bias, ch, S::ZERO);
+        for b in 0..g.n {
+            let at = (b * g.c + ch) * g.inner;
+            let yr = &mut y[at..at + g.inner];
+            match x {
+                Some(x) => yr
+                    .iter_mut()
+                    .zip(&x[at..at + g.inner])
+                    .for_each(|(yv, &xv)| *yv = (xv - m) * a + sh),
+                None => yr.iter_mut().for_each(|v| *v = (*v - m) * a + sh),
+            }
+        }
+    }
+}
+
+/// `gy *= scale[ch]`: batch norm's input gradient with fixed statistics and a frozen
+/// scale ([`fixed_scales`]), written over the output's.
+pub fn scale_grad_in_place<S: Scalar>(g: NormGeom, scale: &[S], gy: &mut [S]) {
+    if g.inner == 0 {
+        return;
+    }
+    for (k, run) in gy.chunks_exact_mut(g.inner).enumerate() {
+        let a = scale[k % g.c];
+        run.iter_mut().for_each(|v| *v = a * *v);
+    }
+}
+
+/// `gx += gy * scale[ch]`, as [`scale_grad_in_place`] into a separate gradient.
+pub fn add_scaled_grad<S: Scalar>(g: NormGeom, scale: &[S], gy: &[S], gx: &mut [S]) {
+    if g.inner == 0 {
+        return;
+    }
+    for (k, (gxr, gyr)) in gx
+        .chunks_exact_mut(g.inner)
+        .zip(gy.chunks_exact(g.inner))
+        .enumerate()
+    {
+        let a = scale[k % g.c];
+        gxr.iter_mut().zip(gyr).for_each(|(gxv, &gv)| *gxv += a * gv);
+    }
+}
+
 /// `gw[ch] += sum gy * xhat` and `gb[ch] += sum gy` (either may be empty), with the
 /// statistics of `set(b, ch)`.
 #[allow(clippy::too_many_arguments)]

@@ -8,9 +8,11 @@
 //! - Eval: the running statistics normalise and are not touched. With gradients on,
 //!   the affine parameters still train ("frozen statistics", for fine-tuning at batch 1).
 //! - The record's inputs are `[input, weight, bias]`; running statistics get no
-//!   gradient and backward never reads them: the record saves each channel's mean and
-//!   inverse standard deviation (`2 * C` values), so backward reads the input, the
-//!   weight and those.
+//!   gradient and backward never reads them. What the record saves follows what its
+//!   gradients need: each channel's mean and inverse standard deviation (`2 * C`
+//!   values) with batch statistics or a trained weight; with fixed statistics and a
+//!   frozen weight, only the scale `w / sqrt(var + eps)` (`C` values, flagged by
+//!   `params[1]`); nothing without gradients and fixed statistics.
 
 use super::registry::{flag, need, opt, real, Attrs, OpSpec};
 use crate::arena::Span;
@@ -221,17 +223,25 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 });
             }
         }
-        let saved_len = g.c.checked_mul(2).ok_or(Error::Overflow { op: OP })?;
         let rg = self.needs_grad(&[Some(xi), wi, bi]);
+        let weight_trains = wi.is_some_and(|w| self.nodes[w].requires_grad());
+        // Fixed statistics and a frozen weight: backward needs only the scale.
+        let folded = !p.training && !weight_trains;
+        let saved_len = match (p.training || weight_trains, rg) {
+            (true, _) => g.c.checked_mul(2).ok_or(Error::Overflow { op: OP })?,
+            (false, true) => g.c,
+            (false, false) => 0,
+        };
         let mut params = NO_PARAMS;
         params[0] = p.training as u16;
+        params[1] = folded as u16;
         let op = match rg {
             true if p.training => Op::new(&BATCH_NORM, [Some(xi), wi, bi], params),
             true => Op::new(&BATCH_NORM_FIXED, [Some(xi), wi, bi], params),
             false => Op::LEAF,
         };
         let out = match in_place {
-            true => self.batch_norm_take_over(xi, wi, p, op, rg, saved_len)?,
+            true => self.batch_norm_take_over(xi, weight_trains, p, op, rg, saved_len)?,
             false => self.push(xs, op, Some(Self::batch_norm_rule), rg, saved_len)?,
         };
         let node = self.nodes[out.id as usize];
@@ -261,6 +271,20 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             }
             (false, run) => {
                 let (m, v) = run.unwrap_or_default();
+                let w = wi.map_or(Span::EMPTY, |i| self.nodes[i].data);
+                if folded {
+                    self.exec([v, w], saved, |[v, w], s| k::fixed_scales(v, w, eps, s))?;
+                    let b = bi.map_or(Span::EMPTY, |i| self.nodes[i].data);
+                    match in_place {
+                        true => self.exec([m, v, w, b], node.data, |[m, v, w, b], y| {
+                            k::normalize_fixed(g, None, m, v, eps, w, b, y)
+                        })?,
+                        false => self.exec([xd, m, v, w, b], node.data, |[x, m, v, w, b], y| {
+                            k::normalize_fixed(g, Some(x), m, v, eps, w, b, y)
+                        })?,
+                    }
+                    return Ok(out);
+                }
                 self.exec([m, v], saved, |[m, v], s| {
                     s[..c].copy_from_slice(m);
                     for (r, &v) in s[c..].iter_mut().zip(v) {
@@ -287,13 +311,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn batch_norm_take_over(
         &mut self,
         xi: usize,
-        wi: Option<usize>,
+        weight_trains: bool,
         p: BatchNormParams,
         op: Op,
         rg: bool,
         saved_len: usize,
     ) -> Result<Tensor> {
-        let weight_trains = wi.is_some_and(|w| self.nodes[w].requires_grad());
         if p.training || weight_trains || xi < self.num_params() || !self.can_overwrite(xi) {
             return Err(Error::InvalidState {
                 what: "batch_norm_: needs fixed statistics, a frozen weight, and an input nothing else needs (use batch_norm)",
@@ -317,13 +340,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let op = g
             .record(i, &BATCH_NORM)
             .or_else(|_| g.record(i, &BATCH_NORM_FIXED))?;
-        g.batch_norm_backward(
-            i,
-            op.input(0),
-            op.opt_input(1),
-            op.opt_input(2),
-            op.params[0] == 1,
-        )
+        let (x, w, b) = (op.input(0), op.opt_input(1), op.opt_input(2));
+        match op.params[1] == 1 {
+            true => g.batch_norm_folded_backward(i, x, w, b),
+            false => g.batch_norm_backward(i, x, w, b, op.params[0] == 1),
+        }
     }
 
     fn batch_norm_backward(
@@ -361,6 +382,37 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             self.exec([xn.data, gy, saved, wd], gx, |[x, gy, s, w], gx| {
                 k::batch_norm_backward_input(g, x, gy, s, w, batch, gx)
             })?;
+        }
+        Ok(())
+    }
+
+    /// Backward of a record with fixed statistics and a frozen weight: the saved
+    /// values are the per-channel scales.
+    fn batch_norm_folded_backward(
+        &mut self,
+        i: usize,
+        x: NodeId,
+        w: Option<NodeId>,
+        b: Option<NodeId>,
+    ) -> Result<()> {
+        if w.and_then(|w| self.grad_of(w)).is_some() {
+            return Err(Error::InvalidState {
+                what: "batch_norm: the weight was frozen when the op was recorded, so its gradient cannot be computed",
+            });
+        }
+        let gy = self.grads_for(i)?;
+        let (xs, saved) = (self.nodes[x as usize].shape(), self.nodes[i].saved);
+        let g = norm_geom(OP, xs)?;
+        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
+            self.exec([gy], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
+        }
+        let scale =
+            |g2: &mut Self, gy: Span| g2.exec([saved], gy, |[s], gy| k::scale_grad_in_place(g, s, gy));
+        if self.pass_grad_in_place(i, x, scale)? {
+            return Ok(());
+        }
+        if let Some(gx) = self.grad_of(x) {
+            self.exec([gy, saved], gx, |[gy, s], gx| k::add_scaled_grad(g, s, gy, gx))?;
         }
         Ok(())
     }

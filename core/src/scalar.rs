@@ -49,7 +49,8 @@ pub trait Scalar:
     fn from_acc(acc: Self::Acc) -> Self;
     /// `f` folded over every value of `runs` from [`Scalar::acc_zero`]: the long sums
     /// of the normalisations. The order of the additions is the type's: one chain
-    /// here (exact for fixed point), lane-wise chains for `f32` ([`crate::kernels::lanes`]).
+    /// here (exact for fixed point), lane-wise chains for `f32` where the target has SIMD
+    /// lanes ([`crate::kernels::lanes`]).
     #[inline(always)]
     fn fold_runs<'a>(
         runs: impl Iterator<Item = &'a [Self]>,
@@ -171,10 +172,14 @@ impl Scalar for f32 {
     fn from_acc(acc: f32) -> f32 {
         acc
     }
+    // Lane-wise chains where there are SIMD lanes; Cortex-M keeps the default single
+    // chain (no lanes to fill, and the flash it would cost).
+    #[cfg(not(target_arch = "arm"))]
     #[inline(always)]
     fn fold_runs<'a>(runs: impl Iterator<Item = &'a [f32]>, f: impl Fn(f32, f32) -> f32) -> f32 {
         crate::kernels::lanes::fold_runs(runs, f)
     }
+    #[cfg(not(target_arch = "arm"))]
     #[inline(always)]
     fn fold_run_pairs<'a>(
         runs: impl Iterator<Item = (&'a [f32], &'a [f32])>,

@@ -14,6 +14,7 @@ pub mod activation;
 pub mod compact;
 pub mod conv;
 pub mod elementwise;
+#[cfg(any(test, not(target_arch = "arm")))]
 pub mod lanes;
 pub mod layout;
 pub mod linear;

@@ -108,14 +108,14 @@ pub fn adaptive_avg_pool2d_forward<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S]
             let (y0, y1) = adaptive(oy, g.oh, g.h);
             for ox in 0..g.ow {
                 let (x0, x1) = adaptive(ox, g.ow, g.w);
-                // Whole rows are one contiguous run (a global pool: the plane), so
-                // `f32` sums it in lane-wise chains.
-                let acc = match (x0, x1) {
-                    (0, x1) if x1 == g.w => {
-                        S::fold_runs(core::iter::once(&xp[y0 * g.w..y1 * g.w]), S::acc_add)
-                    }
-                    _ => S::fold_runs((y0..y1).map(|iy| &xp[iy * g.w + x0..iy * g.w + x1]), S::acc_add),
+                // A window of whole rows is one contiguous run (a global pool: the
+                // plane), so `f32` sums it in lane-wise chains; else one run per row.
+                let (runs, len) = match (x0, x1) {
+                    (0, x1) if x1 == g.w => (1, (y1 - y0) * g.w),
+                    _ => (y1 - y0, x1 - x0),
                 };
+                let rows = (0..runs).map(|r| &xp[(y0 + r) * g.w + x0..][..len]);
+                let acc = S::fold_runs(rows, S::acc_add);
                 let d = S::from_count((y1 - y0) * (x1 - x0));
                 y[p * op + oy * g.ow + ox] = S::from_acc(acc).div(d);
             }

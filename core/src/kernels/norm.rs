@@ -166,8 +166,8 @@ pub fn normalize_fixed<S: Scalar>(
     bias: &[S],
     y: &mut [S],
 ) {
-    for ch in 0..g.c {
-        let (m, a) = (mean[ch], fixed_scale(var, w, eps, ch));
+    for (ch, &m) in mean.iter().enumerate().take(g.c) {
+        let a = fixed_scale(var, w, eps, ch);
         let sh = param(bias, ch, S::ZERO);
         for b in 0..g.n {
             let at = (b * g.c + ch) * g.inner;

@@ -298,6 +298,39 @@ pub fn batch_norm_backward_input<S: Scalar>(
     }
 }
 
+/// Batch norm's backward with batch statistics in one read of `x` and `gy` per
+/// channel: `gw[ch] += sum gy * xhat` (skipped when `gw` is empty) and the input
+/// gradient of [`batch_norm_backward_input`], whose sums are the same ones.
+pub fn batch_norm_backward_batch<S: Scalar>(
+    g: NormGeom,
+    x: &[S],
+    gy: &[S],
+    saved: &[S],
+    w: &[S],
+    gw: &mut [S],
+    gx: &mut [S],
+) {
+    for ch in 0..g.c {
+        let (m, r) = (saved[ch], saved[g.c + ch]);
+        let a = r * param(w, ch, S::ONE);
+        let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
+        let [s1, s2] = S::fold_run_pairs(runs, |[s1, s2], xv, gv| {
+            [S::acc_add(s1, gv), S::mac(s2, gv, (xv - m) * r)]
+        });
+        if let Some(v) = gw.get_mut(ch) {
+            *v += S::from_acc(s2);
+        }
+        let (m1, m2) = (S::acc_mean(s1, g.per_channel()), S::acc_mean(s2, g.per_channel()));
+        for b in 0..g.n {
+            let at = (b * g.c + ch) * g.inner;
+            let (gxr, gyr) = (&mut gx[at..at + g.inner], &gy[at..at + g.inner]);
+            for (gxv, (&xv, &gv)) in gxr.iter_mut().zip(x[at..at + g.inner].iter().zip(gyr)) {
+                *gxv += a * (gv - m1 - (xv - m) * r * m2);
+            }
+        }
+    }
+}
+
 /// `gy *= w * r` per channel (`r` the saved inverse standard deviations): batch
 /// norm's input gradient with fixed statistics, written over the output's.
 pub fn scale_channels_in_place<S: Scalar>(g: NormGeom, saved: &[S], w: &[S], gy: &mut [S]) {

@@ -360,6 +360,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = norm_geom(OP, xn.shape())?;
         let c = g.c;
         let wd = w.map_or(Span::EMPTY, |w| self.nodes[w as usize].data);
+        if batch {
+            return self.batch_norm_batch_backward(g, [xn.data, gy, saved, wd], x, w, b);
+        }
         if let Some(gw) = w.and_then(|w| self.grad_of(w)) {
             self.exec([xn.data, gy, saved], gw, |[x, gy, s], gw| {
                 k::affine_grads(g, x, gy, s, c, |_, ch| ch, gw, &mut [])
@@ -382,6 +385,37 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             self.exec([xn.data, gy, saved, wd], gx, |[x, gy, s, w], gx| {
                 k::batch_norm_backward_input(g, x, gy, s, w, batch, gx)
             })?;
+        }
+        Ok(())
+    }
+
+    /// Backward with batch statistics: the weight's and the input's gradients from one
+    /// pass of sums (`reads`: input, output gradient, saved statistics, weight).
+    fn batch_norm_batch_backward(
+        &mut self,
+        g: NormGeom,
+        reads: [Span; 4],
+        x: NodeId,
+        w: Option<NodeId>,
+        b: Option<NodeId>,
+    ) -> Result<()> {
+        let gw = w.and_then(|w| self.grad_of(w)).unwrap_or(Span::EMPTY);
+        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
+            self.exec([reads[1]], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
+        }
+        match self.grad_of(x) {
+            Some(gx) if !self.arena.is_meta() => {
+                let (r, gw, gx) = self.arena.views2(reads, gw, gx)?;
+                k::batch_norm_backward_batch(g, r[0], r[1], r[2], r[3], gw, gx);
+            }
+            Some(_) => {}
+            None if gw.len > 0 => {
+                let [xd, gy, saved, _] = reads;
+                self.exec([xd, gy, saved], gw, |[x, gy, s], gw| {
+                    k::affine_grads(g, x, gy, s, g.c, |_, ch| ch, gw, &mut [])
+                })?;
+            }
+            None => {}
         }
         Ok(())
     }

@@ -9,6 +9,7 @@
 
 use super::conv::{self, ConvGeom};
 use super::linear;
+use super::pool::{self, PoolGeom};
 use crate::fixed::Q16;
 use crate::scalar::Scalar;
 
@@ -30,6 +31,11 @@ pub trait KernelSet<S: Scalar> {
     /// `gb += ` the bias gradient of a convolution (sum of `gy` per output channel).
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[S], gb: &mut [S]) {
         conv::conv2d_backward_bias(g, gy, gb)
+    }
+    /// Max pooling with packed winner positions (see
+    /// [`pool::max::max_pool2d_forward_packed`]).
+    fn max_pool2d_forward_packed(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
+        pool::max::max_pool2d_forward_packed(g, x, y, idx)
     }
     /// Fully connected: `y[b, o] = dot(x[b], w[o]) + bias[o]`.
     fn linear_forward(batch: usize, inp: usize, out: usize, x: &[S], w: &[S], b: Option<&[S]>, y: &mut [S]) {
@@ -115,6 +121,13 @@ impl KernelSet<f32> for F32Tiles {
     }
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
         conv::bias::conv2d_backward_bias(g, gy, gb)
+    }
+    fn max_pool2d_forward_packed(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::max_pool2d_forward_packed(g, x, y, idx) {
+            return;
+        }
+        pool::max::max_pool2d_forward_packed(g, x, y, idx)
     }
 }
 

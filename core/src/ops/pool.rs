@@ -7,6 +7,7 @@ use crate::graph::reads;
 use crate::graph::{word, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Packed, Params, Tensor};
 use crate::kernels::pool::max as c;
 use crate::kernels::pool::{self as k, PoolGeom};
+use crate::kernels::KernelSet;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
@@ -170,7 +171,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let node = self.nodes[out.id as usize];
         if !self.arena.is_meta() {
             let ([xv], yv, iv) = self.arena.views2([xn.data], node.data, node.saved)?;
-            c::max_pool2d_forward_packed(&g, xv, yv, iv);
+            S::Kernels::max_pool2d_forward_packed(&g, xv, yv, iv);
         }
         Ok(out)
     }

@@ -50,7 +50,7 @@ pub fn max_pool2d_forward_packed<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], 
 
 /// 2x2 windows with stride 2 and no padding, all inside the input (W1's pools): the
 /// fast paths below need no window clipping and no divisions.
-fn is_2x2(g: &PoolGeom) -> bool {
+pub(crate) fn is_2x2(g: &PoolGeom) -> bool {
     g.kernel == [2, 2] && g.stride == [2, 2] && g.pad == [0, 0] && 2 * g.oh <= g.h && 2 * g.ow <= g.w
 }
 
@@ -125,7 +125,8 @@ const STAGE: usize = 32;
 /// consecutive outputs (consecutive across rows and planes too) are copied into two
 /// staging buffers of [`STAGE`] outputs, and each full buffer is pooled in one run.
 #[cfg_attr(target_arch = "arm", allow(dead_code))]
-fn max_pool_2x2_staged<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
+#[inline(always)]
+pub(crate) fn max_pool_2x2_staged<S: Scalar>(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
     let keep = !idx.is_empty();
     let mut packer = BytePacker::new(idx);
     let (mut top, mut bottom) = ([S::ZERO; 2 * STAGE], [S::ZERO; 2 * STAGE]);
@@ -401,10 +402,12 @@ mod tests {
             max_pool_packed_general(&g, &x, &mut y0, &mut i0);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             type Pool = fn(&PoolGeom, &[f32], &mut [f32], &mut [f32]);
-            let paths: [(&str, Pool); 3] = [
+            use crate::kernels::{set::F32, KernelSet};
+            let paths: [(&str, Pool); 4] = [
                 ("direct", max_pool_2x2_packed),
                 ("staged", max_pool_2x2_staged),
                 ("dispatch", max_pool2d_forward_packed),
+                ("f32 kernel set (AVX2 on x86_64)", F32::max_pool2d_forward_packed),
             ];
             for (path, pool) in paths {
                 let (mut y1, mut i1) = (vec![0.0f32; n], vec![0.0f32; words]);

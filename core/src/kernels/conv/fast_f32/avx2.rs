@@ -15,6 +15,7 @@
 
 use super::{strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
+use crate::kernels::pool::{max, PoolGeom};
 use core::arch::x86_64::{
     __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps,
     _xgetbv,
@@ -115,4 +116,20 @@ pub(crate) fn splat(v: f32) -> F8 {
 #[inline]
 pub(crate) fn fma(a: F8, b: F8, c: F8) -> F8 {
     F8(_mm256_fmadd_ps(a.0, b.0, c.0))
+}
+
+/// Max pooling's 2x2 stride-2 path (the generic loop, compiled here for 8 lanes);
+/// `false` (nothing written) for other windows or when the CPU lacks AVX2.
+pub(crate) fn max_pool2d_forward_packed(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) -> bool {
+    if !available() || !max::is_2x2(g) {
+        return false;
+    }
+    // SAFETY: `available` checked that the CPU and the OS support AVX2.
+    unsafe { max_pool_2x2_avx2(g, x, y, idx) };
+    true
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn max_pool_2x2_avx2(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) {
+    max::max_pool_2x2_staged(g, x, y, idx)
 }

@@ -13,6 +13,7 @@
 //!   `vfmadd` explicitly.
 #![allow(unsafe_code)]
 
+use super::dw8::{self, Dw};
 use super::{strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{
@@ -79,6 +80,34 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
     available() && unsafe { strip_weight::conv2d_backward_weight(g, gy, x, gw) }
+}
+
+/// The AVX2 + FMA instance of `dw8.rs`'s forward pass; `false` (nothing written) when
+/// the CPU lacks them.
+pub(crate) fn dw8_forward(d: &Dw, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx::forward(d, x, w, b, y) };
+        true
+    }
+}
+
+/// The AVX2 + FMA instance of `dw8.rs`'s backward-input pass; `false` as [`dw8_forward`].
+pub(crate) fn dw8_backward_input(d: &Dw, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx::backward_input(d, gy, w, gx) };
+        true
+    }
+}
+
+/// The AVX2 + FMA instance of `dw8.rs`'s backward-weight pass; `false` as [`dw8_forward`].
+pub(crate) fn dw8_backward_weight(d: &Dw, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx::backward_weight(d, gy, x, gw) };
+        true
+    }
 }
 
 /// Eight `f32` lanes in one `ymm` register.

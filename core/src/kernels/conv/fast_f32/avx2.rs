@@ -17,8 +17,8 @@ use super::dw8::{self, Dw};
 use super::{strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{
-    __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps,
-    _xgetbv,
+    __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_set1_ps,
+    _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -144,4 +144,44 @@ pub(crate) fn splat(v: f32) -> F8 {
 #[inline]
 pub(crate) fn fma(a: F8, b: F8, c: F8) -> F8 {
     F8(_mm256_fmadd_ps(a.0, b.0, c.0))
+}
+
+/// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn transpose8(r: [F8; 8]) -> [F8; 8] {
+    let lo = |a: F8, b: F8| _mm256_unpacklo_ps(a.0, b.0);
+    let hi = |a: F8, b: F8| _mm256_unpackhi_ps(a.0, b.0);
+    // Pairs of rows interleaved: t0 = r0[0] r1[0] r0[1] r1[1] | r0[4] r1[4] r0[5] r1[5], ...
+    let t = [
+        lo(r[0], r[1]),
+        hi(r[0], r[1]),
+        lo(r[2], r[3]),
+        hi(r[2], r[3]),
+        lo(r[4], r[5]),
+        hi(r[4], r[5]),
+        lo(r[6], r[7]),
+        hi(r[6], r[7]),
+    ];
+    // Four rows per 128-bit half: u0 = column 0 of rows 0-3 | column 4 of rows 0-3, ...
+    let u = [
+        _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+        _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+        _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+        _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+        _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+        _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+        _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+        _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+    ];
+    [
+        F8(_mm256_permute2f128_ps::<0x20>(u[0], u[4])),
+        F8(_mm256_permute2f128_ps::<0x20>(u[1], u[5])),
+        F8(_mm256_permute2f128_ps::<0x20>(u[2], u[6])),
+        F8(_mm256_permute2f128_ps::<0x20>(u[3], u[7])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[0], u[4])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[1], u[5])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[2], u[6])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[3], u[7])),
+    ]
 }

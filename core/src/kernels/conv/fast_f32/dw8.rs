@@ -13,9 +13,12 @@
 //!   Backward-weight: 9 per-lane sums held in registers over every pixel of every sample.
 //! - Channel counts that are not a multiple of 8 leave the last block's extra lanes zero.
 //! - Only depthwise (one input and one output channel per group), 3x3, no dilation,
-//!   strides 1 and 2, and buffers within [`BUF_WORDS`] and [`MAX_COLS`]: the entry points
-//!   answer `false` (nothing written) for anything else.
-//! - Stack: [`BUF_WORDS`] + [`ROW_WORDS`] words (11 KiB) per call.
+//!   strides 1 and 2, and planes that fit [`BUF_WORDS`] (padded) and [`OUT_WORDS`]: the
+//!   entry points answer `false` (nothing written) for anything else.
+//! - The copies in and out are 8x8 transposes of 8 pixels x 8 channels, read and
+//!   written as whole vectors (a plane is read as one run of pixels, so 4x4 and 7x7
+//!   planes need no per-row tails).
+//! - Stack: [`BUF_WORDS`] + [`OUT_WORDS`] words (18 KiB) per call.
 //! - The kernels are written once (`dw8_body.rs`); on x86_64 the AVX2 + FMA instance is
 //!   chosen at run time (`avx2.rs`), elsewhere and without AVX2 the portable one.
 
@@ -24,10 +27,9 @@ use crate::kernels::conv::ConvGeom;
 
 /// Words of the interleaved plane buffer: an 18x18 padded plane of 8 channels (10 KiB).
 pub const BUF_WORDS: usize = 18 * 18 * 8;
-/// Widest padded row handled.
-pub const MAX_COLS: usize = 32;
-/// Words of one interleaved row (1 KiB).
-pub const ROW_WORDS: usize = MAX_COLS * 8;
+/// Words of the interleaved buffer of unpadded planes (outputs, or the output gradient
+/// read by the backward passes): 16x16 pixels of 8 channels (8 KiB).
+pub const OUT_WORDS: usize = 16 * 16 * 8;
 
 /// Which pass a shape is checked for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -74,7 +76,8 @@ impl Dw {
         // Every tap of every output lies in the buffer.
         let reach = |i: usize| (out[i] - 1).checked_mul(s[i])?.checked_add(3);
         let inside = reach(0)? <= rows && reach(1)? <= cols;
-        let fits = rows.checked_mul(cols)?.checked_mul(8)? <= BUF_WORDS && cols <= MAX_COLS;
+        let fits = rows.checked_mul(cols)?.checked_mul(8)? <= BUF_WORDS
+            && out[0].checked_mul(out[1])?.checked_mul(8)? <= OUT_WORDS;
         (inside && fits).then_some(Dw {
             n: g.n,
             c: g.c_in,
@@ -100,74 +103,89 @@ pub(super) fn weight_lanes(w: &[f32], c0: usize, nl: usize, flip: bool) -> [[f32
     lanes
 }
 
-/// Copies the `nl` planes (`d.src` sized, consecutive from `src`) into `buf` as
-/// `[rows][cols][8]`, each at offset `d.pad`; zeros elsewhere and in lanes `>= nl`.
-pub(super) fn interleave(d: &Dw, buf: &mut [f32], src: &[f32], nl: usize) {
+/// Where pixel `q` of a `w`-wide plane sits in an interleaved buffer: at vector
+/// `(q / w) * cols + q % w + off`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Place {
+    pub w: usize,
+    pub cols: usize,
+    pub off: usize,
+}
+
+impl Place {
+    /// The word where pixel `q`'s 8 lanes start.
+    #[inline]
+    pub fn at(&self, q: usize) -> usize {
+        ((q / self.w) * self.cols + q % self.w + self.off) * 8
+    }
+}
+
+impl Dw {
+    /// The copied planes in the padded buffer.
+    pub(super) fn src_place(&self) -> Place {
+        Place {
+            w: self.src[1],
+            cols: self.cols,
+            off: self.pad[0] * self.cols + self.pad[1],
+        }
+    }
+    /// The walked planes, unpadded.
+    pub(super) fn out_place(&self) -> Place {
+        Place {
+            w: self.out[1],
+            cols: self.out[1],
+            off: 0,
+        }
+    }
+}
+
+/// Zeroes what [`Dw::src_place`] does not overwrite: the border, and everything when
+/// fewer than 8 lanes are filled.
+pub(super) fn clear(d: &Dw, buf: &mut [f32], nl: usize) {
     let [h, w] = d.src;
-    let buf = &mut buf[..d.rows * d.cols * 8];
-    // Only the border when the interior is written whole.
-    if nl == 8 && d.pad == [0, 0] {
-    } else if nl == 8 {
-        let cols8 = d.cols * 8;
-        buf[..d.pad[0] * cols8].fill(0.0);
-        buf[(d.pad[0] + h) * cols8..].fill(0.0);
+    let cols8 = d.cols * 8;
+    let buf = &mut buf[..d.rows * cols8];
+    if nl < 8 {
+        buf.fill(0.0);
+        return;
+    }
+    buf[..d.pad[0] * cols8].fill(0.0);
+    buf[(d.pad[0] + h) * cols8..].fill(0.0);
+    if d.pad[1] > 0 {
         for r in d.pad[0]..d.pad[0] + h {
             let row = &mut buf[r * cols8..][..cols8];
             row[..d.pad[1] * 8].fill(0.0);
             row[(d.pad[1] + w) * 8..].fill(0.0);
         }
-    } else {
-        buf.fill(0.0);
-    }
-    for r in 0..h {
-        let at = ((r + d.pad[0]) * d.cols + d.pad[1]) * 8;
-        interleave_row(src, r * w, h * w, w, nl, &mut buf[at..]);
     }
 }
 
-/// `dst[i * 8 + l] = src[l * plane + at + i]` for `i < len`, `l < nl` (lanes `>= nl`
-/// untouched).
-#[inline]
-pub(super) fn interleave_row(src: &[f32], at: usize, plane: usize, len: usize, nl: usize, dst: &mut [f32]) {
-    let dst = &mut dst[..len * 8];
-    if nl == 8 {
-        let rows: [&[f32]; 8] = core::array::from_fn(|l| &src[l * plane + at..][..len]);
-        for (i, d) in dst.chunks_exact_mut(8).enumerate() {
-            for (v, r) in d.iter_mut().zip(&rows) {
-                *v = r[i];
-            }
-        }
-    } else {
-        for l in 0..nl {
-            for (d, &v) in dst.chunks_exact_mut(8).zip(&src[l * plane + at..][..len]) {
-                d[l] = v;
-            }
+/// `buf[place(q) + l] = src[l * plane + q]` for pixels `q0..plane`, lanes `l < nl`.
+pub(super) fn to_lanes_scalar(src: &[f32], plane: usize, nl: usize, pl: Place, buf: &mut [f32], q0: usize) {
+    for q in q0..plane {
+        let d = &mut buf[pl.at(q)..][..nl];
+        for (l, v) in d.iter_mut().enumerate() {
+            *v = src[l * plane + q];
         }
     }
 }
 
-/// `dst[l * plane + at + i] (+)= src[i * 8 + l]` for `i < len`, `l < nl`.
-#[inline]
-pub(super) fn deinterleave_row(
-    src: &[f32],
+/// `dst[l * plane + q] (+)= buf[place(q) + l]` for pixels `q0..plane`, lanes `l < nl`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn from_lanes_scalar(
+    buf: &[f32],
+    pl: Place,
     dst: &mut [f32],
-    at: usize,
     plane: usize,
-    len: usize,
     nl: usize,
     add: bool,
+    q0: usize,
 ) {
-    let src = &src[..len * 8];
-    for l in 0..nl {
-        let d = &mut dst[l * plane + at..][..len];
-        if add {
-            for (v, s) in d.iter_mut().zip(src.chunks_exact(8)) {
-                *v += s[l];
-            }
-        } else {
-            for (v, s) in d.iter_mut().zip(src.chunks_exact(8)) {
-                *v = s[l];
-            }
+    for q in q0..plane {
+        let s = &buf[pl.at(q)..][..nl];
+        for (l, &v) in s.iter().enumerate() {
+            let d = &mut dst[l * plane + q];
+            *d = if add { *d + v } else { v };
         }
     }
 }
@@ -201,16 +219,22 @@ fn fma(a: P8, b: P8, c: P8) -> P8 {
     P8(core::array::from_fn(|l| a.0[l] * b.0[l] + c.0[l]))
 }
 
+/// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.
+#[inline(always)]
+fn transpose8(r: [P8; 8]) -> [P8; 8] {
+    core::array::from_fn(|i| P8(core::array::from_fn(|j| r[j].0[i])))
+}
+
 /// The portable instance.
 mod portable {
-    use super::{fma, load, splat, store, P8 as V};
+    use super::{fma, load, splat, store, transpose8, P8 as V};
     super::dw8_kernels!();
 }
 
 /// The AVX2 + FMA instance: call only where `avx2::available` said yes.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx {
-    use super::super::avx2::{fma, load, splat, store, F8 as V};
+    use super::super::avx2::{fma, load, splat, store, transpose8, F8 as V};
     super::dw8_kernels!(#[target_feature(enable = "avx2,fma")]);
 }
 

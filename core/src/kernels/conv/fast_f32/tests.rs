@@ -302,9 +302,9 @@ fn channel_interleaved_depthwise_declines_other_shapes() {
         (8, 16, 8, [9, 9], [3, 3], [1, 1], [1, 1], [1, 1], 0),
         (8, 8, 4, [9, 9], [3, 3], [1, 1], [1, 1], [1, 1], 0),
         (8, 8, 1, [9, 9], [3, 3], [1, 1], [1, 1], [1, 1], 0),
-        // Padded planes larger than the buffer (20x20 > 18x18), rows wider than MAX_COLS.
+        // Padded planes larger than the buffer (20x20 and 5x72 > 18x18).
         (8, 8, 8, [18, 18], [3, 3], [1, 1], [1, 1], [1, 1], 0),
-        (8, 8, 8, [3, 40], [3, 3], [2, 2], [1, 1], [1, 1], 0),
+        (8, 8, 8, [3, 70], [3, 3], [2, 2], [1, 1], [1, 1], 0),
         // Padding 3 at stride 1: forward and backward-weight only (backward-input would
         // pad the gradient by 2 - 3).
         (8, 8, 8, [6, 6], [3, 3], [1, 1], [3, 3], [1, 1], 2),

@@ -219,10 +219,49 @@ fn fma(a: P8, b: P8, c: P8) -> P8 {
     P8(core::array::from_fn(|l| a.0[l] * b.0[l] + c.0[l]))
 }
 
-/// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.
+/// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`. Written as
+/// the three shuffle stages of the AVX2 one (`avx2::transpose8`), each within 4-lane
+/// halves but the last, which LLVM maps to SSE2 or simd128 shuffles; the direct
+/// `r[j][i]` form compiles to lane-by-lane moves.
 #[inline(always)]
 fn transpose8(r: [P8; 8]) -> [P8; 8] {
-    core::array::from_fn(|i| P8(core::array::from_fn(|j| r[j].0[i])))
+    let r = r.map(|v| v.0);
+    let lo = |a: [f32; 8], b: [f32; 8]| [a[0], b[0], a[1], b[1], a[4], b[4], a[5], b[5]];
+    let hi = |a: [f32; 8], b: [f32; 8]| [a[2], b[2], a[3], b[3], a[6], b[6], a[7], b[7]];
+    let t = [
+        lo(r[0], r[1]),
+        hi(r[0], r[1]),
+        lo(r[2], r[3]),
+        hi(r[2], r[3]),
+        lo(r[4], r[5]),
+        hi(r[4], r[5]),
+        lo(r[6], r[7]),
+        hi(r[6], r[7]),
+    ];
+    let even = |a: [f32; 8], b: [f32; 8]| [a[0], a[1], b[0], b[1], a[4], a[5], b[4], b[5]];
+    let odd = |a: [f32; 8], b: [f32; 8]| [a[2], a[3], b[2], b[3], a[6], a[7], b[6], b[7]];
+    let u = [
+        even(t[0], t[2]),
+        odd(t[0], t[2]),
+        even(t[1], t[3]),
+        odd(t[1], t[3]),
+        even(t[4], t[6]),
+        odd(t[4], t[6]),
+        even(t[5], t[7]),
+        odd(t[5], t[7]),
+    ];
+    let low = |a: [f32; 8], b: [f32; 8]| P8([a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]);
+    let high = |a: [f32; 8], b: [f32; 8]| P8([a[4], a[5], a[6], a[7], b[4], b[5], b[6], b[7]]);
+    [
+        low(u[0], u[4]),
+        low(u[1], u[5]),
+        low(u[2], u[6]),
+        low(u[3], u[7]),
+        high(u[0], u[4]),
+        high(u[1], u[5]),
+        high(u[2], u[6]),
+        high(u[3], u[7]),
+    ]
 }
 
 /// The portable instance.

@@ -13,12 +13,13 @@
 //!   `vfmadd` explicitly.
 #![allow(unsafe_code)]
 
+use super::dw8::{self, Dw};
 use super::{strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
 use crate::kernels::pool::{max, PoolGeom};
 use core::arch::x86_64::{
-    __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps,
-    _xgetbv,
+    __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_set1_ps,
+    _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -82,6 +83,34 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     available() && unsafe { strip_weight::conv2d_backward_weight(g, gy, x, gw) }
 }
 
+/// The AVX2 + FMA instance of `dw8.rs`'s forward pass; `false` (nothing written) when
+/// the CPU lacks them.
+pub(crate) fn dw8_forward(d: &Dw, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx::forward(d, x, w, b, y) };
+        true
+    }
+}
+
+/// The AVX2 + FMA instance of `dw8.rs`'s backward-input pass; `false` as [`dw8_forward`].
+pub(crate) fn dw8_backward_input(d: &Dw, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx::backward_input(d, gy, w, gx) };
+        true
+    }
+}
+
+/// The AVX2 + FMA instance of `dw8.rs`'s backward-weight pass; `false` as [`dw8_forward`].
+pub(crate) fn dw8_backward_weight(d: &Dw, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx::backward_weight(d, gy, x, gw) };
+        true
+    }
+}
+
 /// Eight `f32` lanes in one `ymm` register.
 #[derive(Clone, Copy)]
 pub(crate) struct F8(__m256);
@@ -132,4 +161,42 @@ pub(crate) fn max_pool2d_forward_packed(g: &PoolGeom, x: &[f32], y: &mut [f32], 
 #[target_feature(enable = "avx2,fma")]
 fn max_pool_2x2_avx2(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) {
     max::max_pool_2x2_staged(g, x, y, idx)
+/// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn transpose8(r: [F8; 8]) -> [F8; 8] {
+    let lo = |a: F8, b: F8| _mm256_unpacklo_ps(a.0, b.0);
+    let hi = |a: F8, b: F8| _mm256_unpackhi_ps(a.0, b.0);
+    // Pairs of rows interleaved: t0 = r0[0] r1[0] r0[1] r1[1] | r0[4] r1[4] r0[5] r1[5], ...
+    let t = [
+        lo(r[0], r[1]),
+        hi(r[0], r[1]),
+        lo(r[2], r[3]),
+        hi(r[2], r[3]),
+        lo(r[4], r[5]),
+        hi(r[4], r[5]),
+        lo(r[6], r[7]),
+        hi(r[6], r[7]),
+    ];
+    // Four rows per 128-bit half: u0 = column 0 of rows 0-3 | column 4 of rows 0-3, ...
+    let u = [
+        _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+        _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+        _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+        _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+        _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+        _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+        _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+        _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+    ];
+    [
+        F8(_mm256_permute2f128_ps::<0x20>(u[0], u[4])),
+        F8(_mm256_permute2f128_ps::<0x20>(u[1], u[5])),
+        F8(_mm256_permute2f128_ps::<0x20>(u[2], u[6])),
+        F8(_mm256_permute2f128_ps::<0x20>(u[3], u[7])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[0], u[4])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[1], u[5])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[2], u[6])),
+        F8(_mm256_permute2f128_ps::<0x31>(u[3], u[7])),
+    ]
 }

@@ -12,8 +12,9 @@
 //!   on any CPU that has them: stride-1 convolutions as implicit matrix products with
 //!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
 //!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
-//! - [`depthwise`]: strided depthwise convolutions on small planes, tried first by
-//!   every entry point.
+//! - [`dw8`]: depthwise 3x3 convolutions (strides 1 and 2) vectorised across channels,
+//!   tried first by every entry point; then [`depthwise`]: other strided depthwise
+//!   convolutions on small planes.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
 //!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
@@ -24,6 +25,8 @@
 pub mod avx2;
 pub mod conv;
 pub mod depthwise;
+pub mod dw8;
+mod dw8_body;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod strip;

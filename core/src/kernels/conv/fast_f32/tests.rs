@@ -62,7 +62,20 @@ fn paths() -> Vec<(&'static str, Fwd, Bwd, Bwd)> {
         super::avx2::conv2d_backward_input,
         super::avx2::conv2d_backward_weight,
     ));
-    // Last, so the AVX2 path keeps its index where it exists.
+    // After the AVX2 path, so it keeps its index where it exists.
+    v.push((
+        "dw8",
+        super::dw8::conv2d_forward,
+        super::dw8::conv2d_backward_input,
+        super::dw8::conv2d_backward_weight,
+    ));
+    v.push((
+        "dw8-portable",
+        super::dw8::portable_only::conv2d_forward,
+        super::dw8::portable_only::conv2d_backward_input,
+        super::dw8::portable_only::conv2d_backward_weight,
+    ));
+    // Last.
     v.push((
         "depthwise",
         super::depthwise::conv2d_forward,
@@ -240,4 +253,65 @@ fn channel_splitting_and_fallbacks_match_generic() {
     // Padding wider than the kernel reach: backward-input falls back.
     let g = geom(1, 2, 3, [5, 6], [1, 1], [1, 1], [2, 1], [1, 1], 1).unwrap();
     check(&mut rng, &g);
+}
+
+/// How many of the three kernels path `name` handled on `g` (checked against the
+/// generic kernels, with every other path).
+fn handled_by(rng: &mut Rng, g: &ConvGeom, name: &str) -> usize {
+    let at = paths().iter().position(|p| p.0 == name).unwrap();
+    check(rng, g)[at]
+}
+
+#[test]
+fn channel_interleaved_depthwise_matches_generic() {
+    let mut rng = Rng::new(13);
+    // W2's depthwise layers (smaller batches), then odd sizes, strides per axis,
+    // paddings 0..2, channel counts that are not multiples of 8, one channel.
+    for (n, c, hw, s, p) in [
+        (2, 8, [14, 14], [1, 1], [1, 1]),
+        (3, 32, [14, 14], [2, 2], [1, 1]),
+        (2, 64, [7, 7], [1, 1], [1, 1]),
+        (2, 64, [7, 7], [2, 2], [1, 1]),
+        (3, 128, [4, 4], [1, 1], [1, 1]),
+        (2, 13, [9, 11], [1, 1], [0, 0]),
+        (1, 5, [10, 7], [2, 2], [2, 2]),
+        (3, 11, [13, 6], [1, 2], [0, 2]),
+        (2, 9, [5, 12], [2, 1], [2, 0]),
+        (2, 1, [3, 3], [1, 1], [1, 1]),
+        (1, 17, [16, 16], [2, 2], [1, 1]),
+        (1, 3, [14, 14], [1, 1], [2, 2]),
+        (4, 6, [1, 1], [1, 1], [1, 1]),
+        (2, 7, [3, 20], [2, 2], [0, 1]),
+    ] {
+        let g = geom(n, c, c, hw, [3, 3], s, p, [1, 1], c).unwrap();
+        assert_eq!(handled_by(&mut rng, &g, "dw8"), 3, "{g:?}");
+        assert_eq!(handled_by(&mut rng, &g, "dw8-portable"), 3, "{g:?}");
+    }
+}
+
+#[test]
+fn channel_interleaved_depthwise_declines_other_shapes() {
+    let mut rng = Rng::new(17);
+    // (c_in, c_out, groups, hw, k, s, p, d, passes taken)
+    for (c_in, c_out, groups, hw, k, s, p, d, want) in [
+        (8, 8, 8, [9, 9], [3, 3], [1, 1], [1, 1], [2, 2], 0),
+        (8, 8, 8, [9, 9], [5, 5], [1, 1], [2, 2], [1, 1], 0),
+        (8, 8, 8, [9, 9], [3, 2], [1, 1], [1, 1], [1, 1], 0),
+        (8, 8, 8, [9, 9], [3, 3], [3, 3], [1, 1], [1, 1], 0),
+        (8, 8, 8, [9, 9], [3, 3], [1, 3], [1, 1], [1, 1], 0),
+        (8, 16, 8, [9, 9], [3, 3], [1, 1], [1, 1], [1, 1], 0),
+        (8, 8, 4, [9, 9], [3, 3], [1, 1], [1, 1], [1, 1], 0),
+        (8, 8, 1, [9, 9], [3, 3], [1, 1], [1, 1], [1, 1], 0),
+        // Padded planes larger than the buffer (20x20 and 5x72 > 18x18).
+        (8, 8, 8, [18, 18], [3, 3], [1, 1], [1, 1], [1, 1], 0),
+        (8, 8, 8, [3, 70], [3, 3], [2, 2], [1, 1], [1, 1], 0),
+        // Padding 3 at stride 1: forward and backward-weight only (backward-input would
+        // pad the gradient by 2 - 3).
+        (8, 8, 8, [6, 6], [3, 3], [1, 1], [3, 3], [1, 1], 2),
+        (8, 8, 8, [6, 6], [3, 3], [1, 1], [1, 3], [1, 1], 2),
+    ] {
+        let g = geom(2, c_in, c_out, hw, k, s, p, d, groups).unwrap();
+        assert_eq!(handled_by(&mut rng, &g, "dw8"), want, "{g:?}");
+        assert_eq!(handled_by(&mut rng, &g, "dw8-portable"), want, "{g:?}");
+    }
 }

@@ -1,0 +1,253 @@
+//! The three passes of `dw8.rs`, written once over an 8-lane vector type and
+//! instantiated twice: portable (`[f32; 8]` arrays) and, on x86_64, with AVX2 + FMA.
+//!
+//! The invoking module provides `V` (8 lanes), `load`, `store`, `splat`, `fma` and
+//! `transpose8`; the
+//! macro's optional attributes go on every function (the AVX2 instance passes
+//! `#[target_feature(enable = "avx2,fma")]`).
+
+/// Defines `forward`, `backward_input` and `backward_weight` over the invoking module's
+/// `V`, `load`, `store`, `splat` and `fma`.
+macro_rules! dw8_kernels {
+    ($(#[$attr:meta])*) => {
+        use super::{clear, from_lanes_scalar, to_lanes_scalar, weight_lanes, Dw, Place, BUF_WORDS, OUT_WORDS};
+
+        /// The 9 per-lane weight vectors of channels `c0..c0 + nl` (flipped for the
+        /// transposed convolution).
+        $(#[$attr])*
+        #[inline]
+        fn weights(w: &[f32], c0: usize, nl: usize, flip: bool) -> [V; 9] {
+            let lanes = weight_lanes(w, c0, nl, flip);
+            let mut wv = [splat(0.0); 9];
+            for (v, l) in wv.iter_mut().zip(&lanes) {
+                *v = load(l);
+            }
+            wv
+        }
+
+        /// `buf[place(q) + l] = src[l * plane + q]` for the `nl` planes of `plane`
+        /// pixels: 8 pixels at a time by 8x8 transposes when all 8 lanes are filled.
+        $(#[$attr])*
+        fn to_lanes(src: &[f32], plane: usize, nl: usize, pl: Place, buf: &mut [f32]) {
+            let mut q = 0;
+            if nl == 8 {
+                let src = &src[..8 * plane];
+                // Vector position of pixel `q` and its column.
+                let (mut pos, mut c) = (pl.off, 0);
+                while q + 8 <= plane {
+                    let mut v = [splat(0.0); 8];
+                    for (l, x) in v.iter_mut().enumerate() {
+                        *x = load(&src[l * plane + q..]);
+                    }
+                    for x in transpose8(v) {
+                        store(x, &mut buf[pos * 8..]);
+                        pos += 1;
+                        c += 1;
+                        if c == pl.w {
+                            pos += pl.cols - pl.w;
+                            c = 0;
+                        }
+                    }
+                    q += 8;
+                }
+            }
+            to_lanes_scalar(src, plane, nl, pl, buf, q);
+        }
+
+        /// `dst[l * plane + q] (+)= buf[place(q) + l]`, the inverse of `to_lanes`.
+        $(#[$attr])*
+        fn from_lanes(buf: &[f32], pl: Place, dst: &mut [f32], plane: usize, nl: usize, add: bool) {
+            let mut q = 0;
+            if nl == 8 {
+                let dst = &mut dst[..8 * plane];
+                let (mut pos, mut c) = (pl.off, 0);
+                let one = splat(1.0);
+                while q + 8 <= plane {
+                    let mut v = [splat(0.0); 8];
+                    for x in v.iter_mut() {
+                        *x = load(&buf[pos * 8..]);
+                        pos += 1;
+                        c += 1;
+                        if c == pl.w {
+                            pos += pl.cols - pl.w;
+                            c = 0;
+                        }
+                    }
+                    for (l, x) in transpose8(v).into_iter().enumerate() {
+                        let d = &mut dst[l * plane + q..];
+                        // `1 * x + d` is `x + d` rounded once.
+                        store(if add { fma(one, x, load(d)) } else { x }, d);
+                    }
+                    q += 8;
+                }
+            }
+            from_lanes_scalar(buf, pl, dst, plane, nl, add, q);
+        }
+
+        /// `P` neighbouring outputs of one row: `init + sum_t wv[t] * buf[at + tap]`,
+        /// output `p` reading from `at + p * SX * 8`; stored to `out[p * 8..]`.
+        $(#[$attr])*
+        #[inline]
+        fn tile<const P: usize, const SX: usize>(buf: &[f32], at: usize, cols8: usize, wv: &[V; 9], init: V, out: &mut [f32]) {
+            let mut acc = [init; P];
+            for ky in 0..3 {
+                // One bounds check per kernel row: the offsets below are constants.
+                let row = &buf[at + ky * cols8..][..(P - 1) * SX * 8 + 24];
+                for kx in 0..3 {
+                    let wt = wv[ky * 3 + kx];
+                    for (p, a) in acc.iter_mut().enumerate() {
+                        *a = fma(wt, load(&row[p * SX * 8 + kx * 8..]), *a);
+                    }
+                }
+            }
+            for (p, a) in acc.iter().enumerate() {
+                store(*a, &mut out[p * 8..]);
+            }
+        }
+
+        /// `out[oy][ox] = init + sum_t wv[t] * buf[oy*sy + ky][ox*SX + kx]` over the
+        /// `d.out` pixels (`out` interleaved, unpadded).
+        $(#[$attr])*
+        fn correlate_sx<const SX: usize>(d: &Dw, buf: &[f32], wv: &[V; 9], init: V, out: &mut [f32]) {
+            let [oh, ow] = d.out;
+            let cols8 = d.cols * 8;
+            for oy in 0..oh {
+                let base = oy * d.s[0] * cols8;
+                let orow = &mut out[oy * ow * 8..][..ow * 8];
+                let mut ox = 0;
+                while ox + 4 <= ow {
+                    tile::<4, SX>(buf, base + ox * SX * 8, cols8, wv, init, &mut orow[ox * 8..]);
+                    ox += 4;
+                }
+                let (at, o) = (base + ox * SX * 8, &mut orow[ox * 8..]);
+                match ow - ox {
+                    3 => tile::<3, SX>(buf, at, cols8, wv, init, o),
+                    2 => tile::<2, SX>(buf, at, cols8, wv, init, o),
+                    1 => tile::<1, SX>(buf, at, cols8, wv, init, o),
+                    _ => {}
+                }
+            }
+        }
+
+        /// [`correlate_sx`] for the shape's column stride.
+        $(#[$attr])*
+        fn correlate(d: &Dw, buf: &[f32], wv: &[V; 9], init: V, out: &mut [f32]) {
+            if d.s[1] == 1 {
+                correlate_sx::<1>(d, buf, wv, init, out)
+            } else {
+                correlate_sx::<2>(d, buf, wv, init, out)
+            }
+        }
+
+        /// `y = conv(x, w) + b`, 8 channels of one sample at a time.
+        $(#[$attr])*
+        pub(in super::super) fn forward(d: &Dw, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+            let mut buf = [0.0f32; BUF_WORDS];
+            let mut obuf = [0.0f32; OUT_WORDS];
+            let (ip, op) = (d.src[0] * d.src[1], d.out[0] * d.out[1]);
+            for c0 in (0..d.c).step_by(8) {
+                let nl = (d.c - c0).min(8);
+                let wv = weights(w, c0, nl, false);
+                let mut bl = [0.0f32; 8];
+                if let Some(b) = b {
+                    bl[..nl].copy_from_slice(&b[c0..c0 + nl]);
+                }
+                let init = load(&bl);
+                for n in 0..d.n {
+                    let first = n * d.c + c0;
+                    clear(d, &mut buf, nl);
+                    to_lanes(&x[first * ip..], ip, nl, d.src_place(), &mut buf);
+                    correlate(d, &buf, &wv, init, &mut obuf);
+                    from_lanes(&obuf, d.out_place(), &mut y[first * op..], op, nl, false);
+                }
+            }
+        }
+
+        /// `gx += conv_transpose(gy, w)`: stride 1 as a correlation of the padded `gy`
+        /// with the flipped kernel, other strides by scattering into a padded plane.
+        $(#[$attr])*
+        pub(in super::super) fn backward_input(d: &Dw, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+            let mut buf = [0.0f32; BUF_WORDS];
+            let mut obuf = [0.0f32; OUT_WORDS];
+            let cols8 = d.cols * 8;
+            for c0 in (0..d.c).step_by(8) {
+                let nl = (d.c - c0).min(8);
+                let wv = weights(w, c0, nl, d.gather);
+                for n in 0..d.n {
+                    let first = n * d.c + c0;
+                    if d.gather {
+                        clear(d, &mut buf, nl);
+                        let (gp, xp) = (d.src[0] * d.src[1], d.out[0] * d.out[1]);
+                        to_lanes(&gy[first * gp..], gp, nl, d.src_place(), &mut buf);
+                        correlate(d, &buf, &wv, splat(0.0), &mut obuf);
+                        from_lanes(&obuf, d.out_place(), &mut gx[first * xp..], xp, nl, true);
+                        continue;
+                    }
+                    let (xp, gp) = (d.src[0] * d.src[1], d.out[0] * d.out[1]);
+                    // The scatter adds to the interior too: clear it.
+                    buf[..d.rows * cols8].fill(0.0);
+                    to_lanes(&gy[first * gp..], gp, nl, d.out_place(), &mut obuf);
+                    for oy in 0..d.out[0] {
+                        for ox in 0..d.out[1] {
+                            let g = load(&obuf[(oy * d.out[1] + ox) * 8..]);
+                            let at = oy * d.s[0] * cols8 + ox * d.s[1] * 8;
+                            for ky in 0..3 {
+                                let row = &mut buf[at + ky * cols8..][..24];
+                                for kx in 0..3 {
+                                    let p = &mut row[kx * 8..][..8];
+                                    store(fma(wv[ky * 3 + kx], g, load(p)), p);
+                                }
+                            }
+                        }
+                    }
+                    from_lanes(&buf, d.src_place(), &mut gx[first * xp..], xp, nl, true);
+                }
+            }
+        }
+
+        /// `gw += correlate(gy, x)`: 9 per-lane sums for 8 channels, over every pixel of
+        /// every sample, in registers.
+        $(#[$attr])*
+        pub(in super::super) fn backward_weight(d: &Dw, gy: &[f32], x: &[f32], gw: &mut [f32]) {
+            let mut buf = [0.0f32; BUF_WORDS];
+            let mut obuf = [0.0f32; OUT_WORDS];
+            let (ip, op) = (d.src[0] * d.src[1], d.out[0] * d.out[1]);
+            let cols8 = d.cols * 8;
+            for c0 in (0..d.c).step_by(8) {
+                let nl = (d.c - c0).min(8);
+                let mut acc = [splat(0.0); 9];
+                for n in 0..d.n {
+                    let first = n * d.c + c0;
+                    clear(d, &mut buf, nl);
+                    to_lanes(&x[first * ip..], ip, nl, d.src_place(), &mut buf);
+                    // Lanes past `nl` of `obuf` may hold another block's values; they
+                    // only meet the zero lanes of `buf` and are never read out.
+                    to_lanes(&gy[first * op..], op, nl, d.out_place(), &mut obuf);
+                    for oy in 0..d.out[0] {
+                        for ox in 0..d.out[1] {
+                            let g = load(&obuf[(oy * d.out[1] + ox) * 8..]);
+                            let at = oy * d.s[0] * cols8 + ox * d.s[1] * 8;
+                            for ky in 0..3 {
+                                let row = &buf[at + ky * cols8..][..24];
+                                for kx in 0..3 {
+                                    let a = &mut acc[ky * 3 + kx];
+                                    *a = fma(g, load(&row[kx * 8..]), *a);
+                                }
+                            }
+                        }
+                    }
+                }
+                let mut sums = [[0.0f32; 8]; 9];
+                for (s, a) in sums.iter_mut().zip(&acc) {
+                    store(*a, s);
+                }
+                for l in 0..nl {
+                    for (t, s) in sums.iter().enumerate() {
+                        gw[(c0 + l) * 9 + t] += s[l];
+                    }
+                }
+            }
+        }
+    };
+}
+pub(super) use dw8_kernels;

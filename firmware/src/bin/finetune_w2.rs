@@ -23,18 +23,16 @@ extern crate alloc;
 
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
+use defmt::intern;
 use torchlet::model::{Model, ModelFile, Placement, Trained};
 use torchlet::{Error, Graph};
 use torchlet_firmware::finetune::{self, Settings};
 use torchlet_firmware::heap::CountingHeap;
 use torchlet_firmware::w1::{plan_step_with, Recipe};
-use torchlet_firmware::{code, counter, exit, stack};
+use torchlet_firmware::{code, counter, exit, finish, stack, Aligned};
 
-/// The model file's bytes at a 4-byte aligned address, so frozen tensors are read in
-/// place as `f32`s.
-#[repr(C, align(4))]
-struct Aligned<const L: usize>([u8; L]);
 const MODEL_LEN: usize = include_bytes!("../../assets/w2_pretrained.tlm").len();
+/// The model file, 4-byte aligned so frozen tensors are read in place as `f32`s.
 static MODEL: Aligned<MODEL_LEN> = Aligned(*include_bytes!("../../assets/w2_pretrained.tlm"));
 static SAMPLES: &[u8] = include_bytes!("../../assets/digits_cropped.bin");
 
@@ -115,16 +113,7 @@ fn run() -> Result<bool, Error> {
     };
     let ok = finetune::run(SAMPLES, &HEAP, take_arena, settings, build(file), loaded)?;
 
-    let stack_hw = stack::high_water();
-    let (statics, ram) = (stack::static_bytes(), stack::ram_bytes());
-    let ram_ok = statics + stack_hw <= ram && !stack::reached_statics();
-    defmt::info!(
-        "RAM: static {=usize} bytes + stack high-water {=usize} bytes = {=usize} of {=usize} bytes",
-        statics,
-        stack_hw,
-        statics + stack_hw,
-        ram
-    );
+    let ram_ok = stack::report_ram(stack::high_water());
     Ok(ok && ram_ok)
 }
 
@@ -143,18 +132,9 @@ fn main() -> ! {
     };
     let cp = cortex_m::Peripherals::take().unwrap_or_else(|| exit(code::ENGINE_ERROR));
     counter::start(cp.SYST);
-    match run() {
-        Ok(true) => {
-            defmt::info!("PASS finetune_w2");
-            exit(code::OK)
-        }
-        Ok(false) => {
-            defmt::error!("FAIL finetune_w2: accuracy margin, plan, allocation or RAM check failed");
-            exit(code::CHECK_FAILED)
-        }
-        Err(e) => {
-            defmt::error!("engine error: {}", e);
-            exit(code::ENGINE_ERROR)
-        }
-    }
+    finish(
+        intern!("finetune_w2"),
+        intern!("accuracy margin, plan, allocation or RAM check failed"),
+        run(),
+    )
 }

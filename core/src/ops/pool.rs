@@ -325,6 +325,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["kernel_size", "stride", "padding", "ceil_mode"],
         call: Self::max_pool2d_call,
+        in_place: None,
     };
     /// avg_pool2d by name.
     pub(crate) const AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
@@ -338,6 +339,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             "count_include_pad",
         ],
         call: Self::avg_pool2d_call,
+        in_place: None,
     };
     /// adaptive_avg_pool2d by name (`output_size`).
     pub(crate) const ADAPTIVE_AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
@@ -345,6 +347,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["output_size"],
         call: Self::adaptive_avg_pool2d_call,
+        in_place: None,
     };
 }
 

@@ -24,7 +24,7 @@ extern crate alloc;
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
 use defmt::intern;
-use torchlet::model::{Model, ModelFile, Placement, Trained};
+use torchlet::model::{Model, ModelFile, Trained};
 use torchlet::{Error, Graph};
 use torchlet_firmware::finetune::{self, Settings};
 use torchlet_firmware::heap::CountingHeap;
@@ -56,25 +56,22 @@ const HEAP_BYTES: usize = 44 * 1024 + 512;
 static HEAP: CountingHeap = CountingHeap::empty();
 static mut HEAP_MEM: [MaybeUninit<u8>; HEAP_BYTES] = [MaybeUninit::uninit(); HEAP_BYTES];
 
-/// W2 with `TRAINED` training, frozen tensors in flash, BatchNorm statistics frozen.
+/// W2 with `trained` training as `torchlet plan --choices` builds it
+/// ([`Trained::build`]): the full update in training mode with everything in RAM;
+/// another choice with BatchNorm statistics frozen and frozen tensors in flash.
 fn build(
     file: ModelFile<'static>,
+    trained: Trained<'static>,
 ) -> impl Fn(&mut Graph<'static, f32, TAPE>) -> Result<Model<'static>, Error> {
-    move |g| {
-        g.set_training(false);
-        Model::in_place(g, file, TRAINED.placement(file, Placement::InPlace)).map_err(Error::from)
-    }
+    move |g| trained.build(g, file).map_err(Error::from)
 }
 
-/// The planner's bytes of a 28x28 training step: the full update (training mode,
-/// everything in RAM) and this program's choice.
+/// The planner's bytes of a 28x28 training step: the full update and this
+/// program's choice.
 #[inline(never)]
 fn plan_choices(file: ModelFile<'static>) -> Result<(), Error> {
-    let full = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, |g| {
-        g.set_training(true);
-        Model::new(g, file).map_err(Error::from)
-    })?;
-    let chosen = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, build(file))?;
+    let full = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, build(file, Trained::All))?;
+    let chosen = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, build(file, TRAINED))?;
     defmt::info!(
         "plan 28x28 training step: all parameters train {=usize} bytes; biases + classifier, the rest read in place from flash, {=usize} bytes ({=usize}.{=usize}x less)",
         full,
@@ -111,7 +108,7 @@ fn run() -> Result<bool, Error> {
         );
         Ok(())
     };
-    let ok = finetune::run(SAMPLES, &HEAP, take_arena, settings, build(file), loaded)?;
+    let ok = finetune::run(SAMPLES, &HEAP, take_arena, settings, build(file, TRAINED), loaded)?;
 
     let ram_ok = stack::report_ram(stack::high_water());
     Ok(ok && ram_ok)

@@ -4,7 +4,8 @@
 //! logging over semihosting, and an instruction counter on SysTick (`counter`).
 //!
 //! No math lives here: the programs only boot, place the arena, log with defmt and
-//! call the engine.
+//! call the engine. What several programs share is here too: [`Aligned`] (a model
+//! file in flash), [`finish`] (the end of `main`), `stack::report_ram` (the RAM line).
 #![no_std]
 
 pub mod assets;
@@ -39,6 +40,34 @@ pub mod code {
 pub fn exit(status: i32) -> ! {
     semihosting::process::exit(status)
 }
+
+/// Ends `main` on its run's outcome: `Ok(true)` logs `PASS program` and exits
+/// [`code::OK`]; `Ok(false)` logs `FAIL program: failed` and exits
+/// [`code::CHECK_FAILED`]; an engine error is logged and exits [`code::ENGINE_ERROR`].
+/// The two texts are interned (`defmt::intern!`), so they take no flash. Inlined: a
+/// call would add a frame holding the outcome to `main`'s stack.
+#[inline(always)]
+pub fn finish(program: defmt::Str, failed: defmt::Str, outcome: Result<bool, torchlet::Error>) -> ! {
+    match outcome {
+        Ok(true) => {
+            defmt::info!("PASS {=istr}", program);
+            exit(code::OK)
+        }
+        Ok(false) => {
+            defmt::error!("FAIL {=istr}: {=istr}", program, failed);
+            exit(code::CHECK_FAILED)
+        }
+        Err(e) => {
+            defmt::error!("engine error: {}", e);
+            exit(code::ENGINE_ERROR)
+        }
+    }
+}
+
+/// Bytes at a 4-byte aligned address: a model file in flash, so its frozen tensors
+/// are read in place as `f32`s (`static MODEL: Aligned<N> = Aligned(*include_bytes!(..))`).
+#[repr(C, align(4))]
+pub struct Aligned<const L: usize>(pub [u8; L]);
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {

@@ -77,3 +77,19 @@ pub fn ram_bytes() -> usize {
     let (ram, _, hi) = bounds();
     hi - ram
 }
+
+/// Logs `RAM: static S bytes + stack high-water K bytes = T of R bytes` for a stack
+/// high-water mark `stack_hw` (at least [`high_water`]'s), and returns whether static
+/// RAM plus that stack fit the RAM with the stack never reaching the statics.
+#[inline(always)]
+pub fn report_ram(stack_hw: usize) -> bool {
+    let (statics, ram) = (static_bytes(), ram_bytes());
+    defmt::info!(
+        "RAM: static {=usize} bytes + stack high-water {=usize} bytes = {=usize} of {=usize} bytes",
+        statics,
+        stack_hw,
+        statics + stack_hw,
+        ram
+    );
+    statics + stack_hw < ram && !reached_statics()
+}

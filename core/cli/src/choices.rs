@@ -6,9 +6,11 @@
 //!   its running statistics in the arena.
 //! - every other choice: BatchNorm's statistics frozen (eval mode, affine parameters
 //!   may train), frozen tensors and statistics read in place.
+//!
+//! Both are [`Trained::build`], the builder the firmware's `finetune_w2` uses too.
 
 use crate::plan::{loss, sized, target_count, TAPE};
-use torchlet::model::{Model, ModelFile, Placement, Trained};
+use torchlet::model::{Model, ModelFile, Trained};
 use torchlet::optim::Sgd;
 use torchlet::plan::{Plan, Planner, Thousands};
 use torchlet::{Error, Graph};
@@ -24,11 +26,7 @@ pub fn plan_choice(
     let all = trained == Trained::All;
     let planner = Planner::new(
         move |g: &mut Graph<'static, f32, TAPE>| {
-            let m = match all {
-                true => Model::new(g, file),
-                false => Model::in_place(g, file, trained.placement(file, Placement::InPlace)),
-            }
-            .map_err(Error::from)?;
+            let m = trained.build(g, file).map_err(Error::from)?;
             if momentum != 0.0 {
                 Sgd::new(g, 0.01, momentum, 0.0)?;
             }

@@ -3,14 +3,18 @@
 //!
 //! A [`Trained`] answers per tensor; [`Trained::placement`] turns it into the
 //! [`Placement`] function that [`Model::with_placement`](super::Model::with_placement)
-//! and [`Model::in_place`](super::Model::in_place) take. Frozen layers cost what the
+//! and [`Model::in_place`](super::Model::in_place) take, and [`Trained::build`] builds
+//! the model as a fine-tuning step runs it (the one builder of `torchlet plan
+//! --choices` and of the firmware's `finetune_w2`). Frozen layers cost what the
 //! ops need of them: a frozen convolution keeps nothing of its input for backward, and
 //! no input gradient is computed below the lowest tensor that trains (see
 //! `graph/memory.rs`). Buffers never train.
 
+use super::error::ModelResult;
 use super::file::{ModelFile, TensorRecord};
-use super::run::Placement;
+use super::run::{Model, Placement};
 use super::{TensorKind, ValueRef};
+use crate::graph::Graph;
 
 /// Which parameters train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +71,31 @@ impl Trained<'_> {
             false => frozen,
         }
     }
+
+    /// `file`'s model in `g` as a fine-tuning step runs it under this choice, with the
+    /// graph's mode set:
+    /// - [`Trained::All`], the full update: training mode (BatchNorm on batch
+    ///   statistics, its running statistics updated), every tensor in the arena
+    ///   ([`Model::new`]);
+    /// - any other choice: eval mode (BatchNorm's statistics frozen, its affine
+    ///   parameters may train), the tensors that train in the arena and every other one
+    ///   read in place from the file's bytes ([`Model::in_place`]), so they take no
+    ///   arena bytes.
+    pub fn build<'m, const N: usize>(
+        self,
+        g: &mut Graph<'m, f32, N>,
+        file: ModelFile<'m>,
+    ) -> ModelResult<'m, Model<'m>>
+    where
+        Self: 'm,
+    {
+        let all = self == Trained::All;
+        g.set_training(all);
+        match all {
+            true => Model::new(g, file),
+            false => Model::in_place(g, file, self.placement(file, Placement::InPlace)),
+        }
+    }
 }
 
 /// Whether the last node reads tensor `k` (the classifier's weight and bias).
@@ -99,6 +128,46 @@ pub fn name_matches(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::name_matches as matches;
+    use super::{ModelFile, Trained};
+    use crate::graph::Graph;
+
+    #[repr(C, align(4))]
+    struct Aligned<const L: usize>([u8; L]);
+    const LEN: usize = include_bytes!("../../../firmware/assets/w2_pretrained.tlm").len();
+    /// W2 ("mobile-fcn": BatchNorm, biases, a classifier), as `finetune_w2` runs it.
+    static W2: Aligned<LEN> = Aligned(*include_bytes!("../../../firmware/assets/w2_pretrained.tlm"));
+
+    #[test]
+    fn build_sets_the_mode_trains_the_choice_and_leaves_the_rest_in_the_file() {
+        let file = ModelFile::parse(&W2.0).unwrap();
+        let values = |t: Trained<'_>| -> usize {
+            file.tensors()
+                .filter(|r| t.trains(&file, r))
+                .map(|r| r.shape.numel())
+                .sum()
+        };
+        let every: usize = file.tensors().map(|r| r.shape.numel()).sum();
+        let patterns = ["fc.*"];
+        for t in [
+            Trained::All,
+            Trained::Biases,
+            Trained::Head,
+            Trained::Matching(&patterns),
+        ] {
+            let mut g: Graph<'_, f32, 160> = Graph::meta(usize::MAX);
+            g.set_training(t != Trained::All);
+            let m = t.build(&mut g, file).unwrap();
+            assert_eq!(g.is_training(), t == Trained::All, "{t:?}");
+            for r in file.tensors() {
+                let grad = g.requires_grad(m.param(r.index).unwrap()).unwrap();
+                assert_eq!(grad, t.trains(&file, &r), "{t:?}: {}", r.name);
+            }
+            // Values, and a gradient per trained value; in place, frozen ones take nothing.
+            let copied = if t == Trained::All { every } else { values(t) };
+            assert_eq!(g.arena().used_bytes(), 4 * (copied + values(t)), "{t:?}");
+        }
+        assert!(values(Trained::Biases) > values(Trained::Head) && values(Trained::Head) > 0);
+    }
 
     #[test]
     fn patterns() {

@@ -7,8 +7,9 @@
 //!   (`N` is the graph's tape capacity: every node output is a tape record, so a model
 //!   that fits the tape fits the table). A first pass over the nodes notes each
 //!   value's last reader; after a node runs, inputs it read last are freed
-//!   ([`Graph::free`]), and a `relu` whose input nothing else reads runs in place
-//!   ([`Graph::relu_`]), as [`Sequential`](crate::nn::Sequential) does.
+//!   ([`Graph::free`]), and an op with an in-place form ([`OpSpec::in_place`]: relu,
+//!   relu6, batch_norm with fixed statistics) whose input nothing else reads runs in
+//!   place, as [`Sequential`](crate::nn::Sequential) does with relu.
 
 use super::attrs::NodeAttrs;
 use super::error::{ModelResult, Site};
@@ -248,8 +249,13 @@ impl<'m> Model<'m> {
                 attrs: &n.attrs,
                 training: g.is_training(),
             };
+            let spec = OpSpec::<S, N>::find(n.op)
+                .ok_or(Error::Unsupported {
+                    op: "model: unknown op",
+                })
+                .map_err(at)?;
             let in_place = match own {
-                Some(_) => run_in_place(g, n.op, ins, &attrs),
+                Some(_) => run_in_place(g, spec, ins, &attrs),
                 None => None,
             };
             let y = match (in_place, own) {
@@ -257,11 +263,7 @@ impl<'m> Model<'m> {
                     table[m].t = None;
                     y
                 }
-                _ => OpSpec::<S, N>::find(n.op)
-                    .ok_or(Error::Unsupported {
-                        op: "model: unknown op",
-                    })
-                    .and_then(|s| (s.call)(g, ins, &attrs)),
+                _ => (spec.call)(g, ins, &attrs),
             }
             .map_err(at)?;
             each(n.index, g, y);
@@ -413,35 +415,20 @@ impl Attrs for InMode<'_, '_> {
     }
 }
 
-/// Runs `op` in place on its input 0, which nothing else reads, when the op has an
-/// in-place form that is allowed now (relu, relu6, and batch_norm with fixed statistics
-/// and a frozen weight); `None` otherwise (run it out of place). An in-place form
-/// refused after this check would be an engine bug, reported as its error.
+/// Runs `spec`'s in-place form ([`OpSpec::in_place`]) on its input 0, which nothing
+/// else reads, when the op has one, the graph may overwrite that input, and the form
+/// applies now; `None` otherwise (run it out of place). An in-place form refused after
+/// this check would be an engine bug, reported as its error.
 fn run_in_place<S: Scalar, const N: usize>(
     g: &mut Graph<'_, S, N>,
-    op: &str,
+    spec: &OpSpec<S, N>,
     ins: &[Option<Tensor>],
     attrs: &dyn Attrs,
 ) -> Option<Result<Tensor>> {
+    let in_place = spec.in_place?;
     let x = ins.first().copied().flatten()?;
     if !g.can_overwrite_tensor(x) {
         return None;
     }
-    let input = |k: usize| ins.get(k).copied().flatten();
-    match op {
-        "relu" => Some(g.relu_(x)),
-        "relu6" => Some(g.relu6_(x)),
-        "batch_norm" => {
-            let p = match crate::ops::batch_norm::BatchNormParams::from_attrs(attrs) {
-                Ok(p) => p,
-                Err(e) => return Some(Err(e)),
-            };
-            let weight_trains = input(1).is_some_and(|w| g.requires_grad(w).unwrap_or(true));
-            if p.training || weight_trains {
-                return None;
-            }
-            Some(g.batch_norm_(x, input(1), input(2), input(3), input(4), p))
-        }
-        _ => None,
-    }
+    in_place(g, ins, attrs)
 }

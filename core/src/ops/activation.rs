@@ -2,7 +2,7 @@
 //! backward reads the output (which lives until the step ends); leaky ReLU reads the
 //! input, since a negative slope would make the output's sign ambiguous.
 
-use super::registry::{need, real, Attrs, OpSpec};
+use super::registry::{need, opt, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
 use crate::graph::reads;
 use crate::graph::{
@@ -226,6 +226,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         g.relu(need("relu", t, 0)?)
     }
 
+    /// relu's in-place form by name ([`Graph::relu_`]).
+    fn relu_in_place(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Option<Result<Tensor>> {
+        Some(g.relu_(opt(t, 0)?))
+    }
+
     fn leaky_relu_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
         let slope = real(a, "negative_slope", 0.01)? as f32;
         g.leaky_relu(need("leaky_relu", t, 0)?, slope)
@@ -245,6 +250,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &[],
         call: Self::relu_call,
+        in_place: Some(Self::relu_in_place),
     };
     /// leaky_relu by name (`negative_slope`, default 0.01).
     pub(crate) const LEAKY_RELU_SPEC: OpSpec<S, N> = OpSpec {
@@ -252,6 +258,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["negative_slope"],
         call: Self::leaky_relu_call,
+        in_place: None,
     };
     /// sigmoid by name.
     pub(crate) const SIGMOID_SPEC: OpSpec<S, N> = OpSpec {
@@ -259,6 +266,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &[],
         call: Self::sigmoid_call,
+        in_place: None,
     };
     /// tanh by name.
     pub(crate) const TANH_SPEC: OpSpec<S, N> = OpSpec {
@@ -266,6 +274,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &[],
         call: Self::tanh_call,
+        in_place: None,
     };
 }
 

@@ -103,5 +103,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["output_size"],
         call: Self::adaptive_max_pool2d_call,
+        in_place: None,
     };
 }

@@ -456,6 +456,24 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         g.batch_norm(need(OP, t, 0)?, opt(t, 1), opt(t, 2), opt(t, 3), opt(t, 4), p)
     }
 
+    /// The in-place form by name ([`Graph::batch_norm_`]): only with fixed statistics
+    /// and a frozen scale, `None` otherwise.
+    fn batch_norm_in_place(
+        g: &mut Graph<'_, S, N>,
+        t: &[Option<Tensor>],
+        a: &dyn Attrs,
+    ) -> Option<Result<Tensor>> {
+        let p = match BatchNormParams::from_attrs(a) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        let weight_trains = opt(t, 1).is_some_and(|w| g.requires_grad(w).unwrap_or(true));
+        if p.training || weight_trains {
+            return None;
+        }
+        Some(g.batch_norm_(opt(t, 0)?, opt(t, 1), opt(t, 2), opt(t, 3), opt(t, 4), p))
+    }
+
     /// batch_norm by name (`training`, `momentum`, `eps`); gradients for input, weight
     /// and bias.
     pub(crate) const BATCH_NORM_SPEC: OpSpec<S, N> = OpSpec {
@@ -463,5 +481,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "weight", "bias", "running_mean", "running_var"],
         params: &["training", "momentum", "eps"],
         call: Self::batch_norm_call,
+        in_place: Some(Self::batch_norm_in_place),
     };
 }

@@ -279,6 +279,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "weight", "bias"],
         params: &["stride", "padding", "dilation", "groups"],
         call: Self::conv2d_call,
+        in_place: None,
     };
 }
 

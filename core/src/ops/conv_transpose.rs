@@ -314,6 +314,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "weight", "bias"],
         params: &["stride", "padding", "output_padding", "groups", "dilation"],
         call: Self::conv_transpose2d_call,
+        in_place: None,
     };
 }
 

@@ -112,5 +112,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["p", "training"],
         call: Self::dropout_call,
+        in_place: None,
     };
 }

@@ -163,6 +163,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "other"],
         params: &[],
         call: Self::sub_call,
+        in_place: None,
     };
     /// div by name.
     pub(crate) const DIV_SPEC: OpSpec<S, N> = OpSpec {
@@ -170,6 +171,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "other"],
         params: &[],
         call: Self::div_call,
+        in_place: None,
     };
 
     fn add_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
@@ -186,6 +188,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "other"],
         params: &[],
         call: Self::add_call,
+        in_place: None,
     };
     /// mul by name.
     pub(crate) const MUL_SPEC: OpSpec<S, N> = OpSpec {
@@ -193,5 +196,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "other"],
         params: &[],
         call: Self::mul_call,
+        in_place: None,
     };
 }

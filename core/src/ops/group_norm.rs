@@ -138,5 +138,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "weight", "bias"],
         params: &["num_groups", "eps"],
         call: Self::group_norm_call,
+        in_place: None,
     };
 }

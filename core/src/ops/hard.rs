@@ -4,7 +4,7 @@
 //! after it keeps nothing either). hardswish and hardsigmoid read the input, whose
 //! kinks at -3 and 3 the output cannot locate exactly in Q16.
 
-use super::registry::{need, Attrs, OpSpec};
+use super::registry::{need, opt, Attrs, OpSpec};
 use crate::error::{Error, Result};
 use crate::graph::reads;
 use crate::graph::{Graph, Node, Op, OpKind, Tensor, NO_PARAMS};
@@ -127,6 +127,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         g.relu6(need("relu6", t, 0)?)
     }
 
+    /// relu6's in-place form by name ([`Graph::relu6_`]).
+    fn relu6_in_place(
+        g: &mut Graph<'_, S, N>,
+        t: &[Option<Tensor>],
+        _: &dyn Attrs,
+    ) -> Option<Result<Tensor>> {
+        Some(g.relu6_(opt(t, 0)?))
+    }
+
     fn hardswish_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
         g.hardswish(need("hardswish", t, 0)?)
     }
@@ -141,6 +150,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &[],
         call: Self::relu6_call,
+        in_place: Some(Self::relu6_in_place),
     };
     /// hardswish by name.
     pub(crate) const HARDSWISH_SPEC: OpSpec<S, N> = OpSpec {
@@ -148,6 +158,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &[],
         call: Self::hardswish_call,
+        in_place: None,
     };
     /// hardsigmoid by name.
     pub(crate) const HARDSIGMOID_SPEC: OpSpec<S, N> = OpSpec {
@@ -155,5 +166,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &[],
         call: Self::hardsigmoid_call,
+        in_place: None,
     };
 }

@@ -158,6 +158,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["size", "scale_factor", "mode", "align_corners"],
         call: Self::interpolate_call,
+        in_place: None,
     };
 }
 

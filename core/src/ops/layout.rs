@@ -194,6 +194,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "other"],
         params: &["dim"],
         call: Self::cat_call,
+        in_place: None,
     };
     /// permute by name (`dims`, negative counting from the end).
     pub(crate) const PERMUTE_SPEC: OpSpec<S, N> = OpSpec {
@@ -201,5 +202,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["dims"],
         call: Self::permute_call,
+        in_place: None,
     };
 }

@@ -121,5 +121,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "weight", "bias"],
         params: &[],
         call: Self::linear_call,
+        in_place: None,
     };
 }

@@ -257,6 +257,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["target", "ignore_index", "reduction"],
         call: Self::cross_entropy_call,
+        in_place: None,
     };
     /// mse_loss by name.
     pub(crate) const MSE_LOSS_SPEC: OpSpec<S, N> = OpSpec {
@@ -264,5 +265,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "target"],
         params: &[],
         call: Self::mse_loss_call,
+        in_place: None,
     };
 }

@@ -23,7 +23,8 @@
 //! | loss | `cross_entropy` (per-pixel, `ignore_index`), `nll_loss`, `mse_loss` | `loss.rs`, `nll.rs` |
 //!
 //! In-place forms for memory: [`Graph::relu_`], [`Graph::relu6_`], [`Graph::batch_norm_`]
-//! (fixed statistics). Frozen int8 convolutions: `qconv.rs`.
+//! (fixed statistics); a model file's nodes use them through
+//! [`OpSpec::in_place`](registry::OpSpec::in_place). Frozen int8 convolutions: `qconv.rs`.
 //!
 //! # How to add an op
 //!
@@ -58,7 +59,13 @@
 //! 6. **Its by-name entry**: `fn my_op_call(g, inputs, attrs)` reading its keyword
 //!    parameters from [`registry::Attrs`] (PyTorch's names and defaults), and a
 //!    `pub(crate) const MY_OP_SPEC: OpSpec` with its `torch.nn.functional` name,
-//!    input names and parameter names.
+//!    input names and parameter names, and `in_place: None`.
+//! 7. **Its in-place form**, if it has one (it overwrites its input, as
+//!    [`Graph::relu_`]): `fn my_op_in_place(g, inputs, attrs) -> Option<Result<Tensor>>`
+//!    answering `None` when the form does not apply to these inputs and parameters
+//!    (so the op runs out of place), and `in_place: Some(Self::my_op_in_place)` in
+//!    the spec. [`crate::model::Model::forward`] then runs it on a node whose input 0
+//!    nothing else reads, with no edit in `model/`.
 //!
 //! The one line elsewhere: `Graph::MY_OP_SPEC,` in [`OpSpec::ALL`] below. That makes
 //! it callable from the conformance door (`tests/src/conformance.rs` dispatches by

@@ -278,5 +278,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["target", "ignore_index", "reduction"],
         call: Self::nll_loss_call,
+        in_place: None,
     };
 }

@@ -220,5 +220,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["pad", "mode", "value"],
         call: Self::pad_call,
+        in_place: None,
     };
 }

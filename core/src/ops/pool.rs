@@ -326,6 +326,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["kernel_size", "stride", "padding", "ceil_mode"],
         call: Self::max_pool2d_call,
+        in_place: None,
     };
     /// avg_pool2d by name.
     pub(crate) const AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
@@ -339,6 +340,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             "count_include_pad",
         ],
         call: Self::avg_pool2d_call,
+        in_place: None,
     };
     /// adaptive_avg_pool2d by name (`output_size`).
     pub(crate) const ADAPTIVE_AVG_POOL2D_SPEC: OpSpec<S, N> = OpSpec {
@@ -346,6 +348,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["output_size"],
         call: Self::adaptive_avg_pool2d_call,
+        in_place: None,
     };
 }
 

@@ -152,6 +152,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["dim", "keepdim"],
         call: Self::sum_call,
+        in_place: None,
     };
     /// mean by name (`dim`: a list or one int; `keepdim`).
     pub(crate) const MEAN_SPEC: OpSpec<S, N> = OpSpec {
@@ -159,5 +160,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["dim", "keepdim"],
         call: Self::mean_call,
+        in_place: None,
     };
 }

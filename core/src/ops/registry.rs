@@ -34,6 +34,13 @@ pub trait Attrs {
 pub type CallFn<S, const N: usize> =
     for<'g> fn(&mut Graph<'g, S, N>, &[Option<Tensor>], &dyn Attrs) -> Result<Tensor>;
 
+/// An op's in-place form, called by name: overwrites input 0 (which the caller owns:
+/// nothing else reads it and the graph may overwrite it) with the output. `None` when
+/// the form does not apply to these inputs and parameters now (a batch_norm in
+/// training mode or with a trained scale): the op then runs out of place.
+pub type InPlaceFn<S, const N: usize> =
+    for<'g> fn(&mut Graph<'g, S, N>, &[Option<Tensor>], &dyn Attrs) -> Option<Result<Tensor>>;
+
 /// An op that can be called by name.
 pub struct OpSpec<S: Scalar, const N: usize> {
     /// The `torch.nn.functional` name.
@@ -44,6 +51,9 @@ pub struct OpSpec<S: Scalar, const N: usize> {
     pub params: &'static [&'static str],
     /// Validates the parameters and records the op.
     pub call: CallFn<S, N>,
+    /// Its in-place form, if it has one: a model file's node runs it when nothing
+    /// else reads the node's input 0 ([`crate::model::Model::forward`]).
+    pub in_place: Option<InPlaceFn<S, N>>,
 }
 
 impl<S: Scalar, const N: usize> OpSpec<S, N> {
@@ -103,4 +113,86 @@ pub(crate) fn flag(a: &dyn Attrs, name: &str, default: bool) -> Result<bool> {
 /// A real parameter, `default` when absent.
 pub(crate) fn real(a: &dyn Attrs, name: &str, default: f64) -> Result<f64> {
     Ok(a.float(name)?.unwrap_or(default))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Attrs, OpSpec, Result};
+    use crate::graph::Graph;
+
+    /// Parameters with only flags set (`training`); every other kind is absent.
+    struct Flags(&'static [(&'static str, bool)]);
+
+    impl Attrs for Flags {
+        fn int(&self, _: &str) -> Result<Option<i64>> {
+            Ok(None)
+        }
+        fn ints(&self, _: &str, _: &mut [i64]) -> Result<Option<usize>> {
+            Ok(None)
+        }
+        fn float(&self, _: &str) -> Result<Option<f64>> {
+            Ok(None)
+        }
+        fn float_at(&self, _: &str, _: usize) -> Result<Option<f64>> {
+            Ok(None)
+        }
+        fn flag(&self, name: &str) -> Result<Option<bool>> {
+            Ok(self.0.iter().find(|f| f.0 == name).map(|f| f.1))
+        }
+        fn string(&self, _: &str) -> Result<Option<&str>> {
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn in_place_forms_match_their_ops_and_decline_what_they_cannot_do() {
+        let with: Vec<&str> = OpSpec::<f32, 64>::ALL
+            .iter()
+            .filter(|s| s.in_place.is_some())
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(with, ["relu", "relu6", "batch_norm"]);
+        let mut buf = vec![0.0f32; 2048];
+        let mut g: Graph<'_, f32, 64> = Graph::new(&mut buf);
+        let [w, b, m, v] = [0; 4].map(|_| g.buffer(&[2]).unwrap());
+        let trained_w = g.param(&[2]).unwrap();
+        for (t, d) in [
+            (w, [1.5, -0.5]),
+            (b, [0.25, 1.0]),
+            (m, [0.1, -0.2]),
+            (v, [2.0, 0.5]),
+        ] {
+            g.param_data_mut(t).unwrap().copy_from_slice(&d);
+        }
+        let vals: Vec<f32> = (0..8).map(|i| i as f32 * 1.9 - 6.0).collect();
+        let eval = Flags(&[]);
+        for name in with {
+            let x = g.input(&[1, 2, 2, 2], &vals).unwrap();
+            let spec = OpSpec::<f32, 64>::find(name).unwrap();
+            let a = g.mul_scalar(x, 1.0).unwrap();
+            let want = (spec.call)(&mut g, &[Some(a), Some(w), Some(b), Some(m), Some(v)], &eval).unwrap();
+            let want = g.data(want).unwrap().to_vec();
+            let a = g.mul_scalar(x, 1.0).unwrap();
+            let in_place = spec.in_place.unwrap();
+            let y = in_place(&mut g, &[Some(a), Some(w), Some(b), Some(m), Some(v)], &eval);
+            let y = y.expect("applies").unwrap();
+            assert_eq!(g.data(y).unwrap(), &want[..], "{name}");
+            assert!(g.data(a).is_err(), "{name}: the input was overwritten");
+            g.end_step();
+        }
+        // batch_norm's form declines batch statistics and a scale that trains, and
+        // leaves the input as it was.
+        let bn = OpSpec::<f32, 64>::find("batch_norm").unwrap().in_place.unwrap();
+        let x = g.input(&[1, 2, 2, 2], &vals).unwrap();
+        let a = g.mul_scalar(x, 1.0).unwrap();
+        let train = Flags(&[("training", true)]);
+        assert!(bn(&mut g, &[Some(a), Some(w), Some(b), Some(m), Some(v)], &train).is_none());
+        assert!(bn(
+            &mut g,
+            &[Some(a), Some(trained_w), Some(b), Some(m), Some(v)],
+            &eval
+        )
+        .is_none());
+        assert_eq!(g.data(a).unwrap(), &vals[..]);
+    }
 }

@@ -109,6 +109,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["start_dim"],
         call: Self::flatten_call,
+        in_place: None,
     };
 }
 

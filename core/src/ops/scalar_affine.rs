@@ -107,6 +107,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["scale", "shift"],
         call: Self::affine_scalar_call,
+        in_place: None,
     };
     /// mul_scalar by name (`other`).
     pub(crate) const MUL_SCALAR_SPEC: OpSpec<S, N> = OpSpec {
@@ -114,6 +115,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["other"],
         call: Self::mul_scalar_call,
+        in_place: None,
     };
     /// add_scalar by name (`other`).
     pub(crate) const ADD_SCALAR_SPEC: OpSpec<S, N> = OpSpec {
@@ -121,5 +123,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["other"],
         call: Self::add_scalar_call,
+        in_place: None,
     };
 }

@@ -127,6 +127,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["dim"],
         call: Self::softmax_call,
+        in_place: None,
     };
     /// log_softmax by name (`dim`).
     pub(crate) const LOG_SOFTMAX_SPEC: OpSpec<S, N> = OpSpec {
@@ -134,5 +135,6 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &["dim"],
         call: Self::log_softmax_call,
+        in_place: None,
     };
 }

@@ -14,13 +14,14 @@ extern crate alloc;
 
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
+use defmt::intern;
 use torchlet::init::Rng;
 use torchlet::nn::digits_fcn;
 use torchlet::{Error, Graph};
 use torchlet_firmware::finetune::{self, Settings};
 use torchlet_firmware::heap::CountingHeap;
 use torchlet_firmware::w1::{Recipe, TAPE};
-use torchlet_firmware::{code, counter, exit, weights};
+use torchlet_firmware::{code, counter, exit, finish, weights};
 
 static WEIGHTS: &[u8] = include_bytes!("../../assets/w1_pretrained.tlw");
 static SAMPLES: &[u8] = include_bytes!("../../assets/digits_cropped.bin");
@@ -72,18 +73,9 @@ fn main() -> ! {
     };
     let cp = cortex_m::Peripherals::take().unwrap_or_else(|| exit(code::ENGINE_ERROR));
     counter::start(cp.SYST);
-    match run() {
-        Ok(true) => {
-            defmt::info!("PASS finetune");
-            exit(code::OK)
-        }
-        Ok(false) => {
-            defmt::error!("FAIL finetune: accuracy margin, plan or allocation check failed");
-            exit(code::CHECK_FAILED)
-        }
-        Err(e) => {
-            defmt::error!("engine error: {}", e);
-            exit(code::ENGINE_ERROR)
-        }
-    }
+    finish(
+        intern!("finetune"),
+        intern!("accuracy margin, plan or allocation check failed"),
+        run(),
+    )
 }

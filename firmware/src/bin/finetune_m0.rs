@@ -19,13 +19,14 @@
 
 use core::ptr::addr_of_mut;
 use cortex_m_rt::entry;
+use defmt::intern;
 use torchlet::fixed::{QConv2dWeights, QScale};
 use torchlet::{Error, Graph, Q16};
 use torchlet_firmware::m0_recipe::{ARENA_BYTES, EPOCHS, LR};
 use torchlet_firmware::w1_head::{
     evaluate, input_size, train_epoch, Frozen, HeadModel, PassStats, SizeTable, CONV_DIMS, TAPE_M0,
 };
-use torchlet_firmware::{assets::Samples, code, exit, stack};
+use torchlet_firmware::{assets::Samples, finish, stack};
 
 #[path = "../small_div.rs"]
 mod small_div;
@@ -225,16 +226,7 @@ fn train(sizes: &SizeTable, samples: &Samples<'static>, plan_stack: usize) -> Re
         "stack high-water while training: {=usize} bytes",
         stack::high_water()
     );
-    let stack_hw = stack::high_water().max(plan_stack);
-    let (statics, ram) = (stack::static_bytes(), stack::ram_bytes());
-    let ram_ok = statics + stack_hw < ram && !stack::reached_statics();
-    defmt::info!(
-        "RAM: static {=usize} bytes + stack high-water {=usize} bytes = {=usize} of {=usize} bytes",
-        statics,
-        stack_hw,
-        statics + stack_hw,
-        ram
-    );
+    let ram_ok = stack::report_ram(stack::high_water().max(plan_stack));
     defmt::info!(
         "held-out accuracy: before {=usize}/{=usize}, after {=usize}/{=usize} (required: +{=usize} points)",
         before.correct,
@@ -250,18 +242,9 @@ fn train(sizes: &SizeTable, samples: &Samples<'static>, plan_stack: usize) -> Re
 #[entry]
 fn main() -> ! {
     stack::paint();
-    match run() {
-        Ok(true) => {
-            defmt::info!("PASS finetune_m0");
-            exit(code::OK)
-        }
-        Ok(false) => {
-            defmt::error!("FAIL finetune_m0: accuracy margin, plan or RAM check failed");
-            exit(code::CHECK_FAILED)
-        }
-        Err(e) => {
-            defmt::error!("engine error: {}", e);
-            exit(code::ENGINE_ERROR)
-        }
-    }
+    finish(
+        intern!("finetune_m0"),
+        intern!("accuracy margin, plan or RAM check failed"),
+        run(),
+    )
 }

@@ -20,18 +20,16 @@ extern crate alloc;
 
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
+use defmt::intern;
 use torchlet::model::{Model, ModelFile, Placement, TensorRecord};
 use torchlet::{Error, Graph};
 use torchlet_firmware::finetune::{self, Settings};
 use torchlet_firmware::heap::CountingHeap;
 use torchlet_firmware::w1::{plan_step_with, Recipe, TAPE};
-use torchlet_firmware::{code, counter, exit, weights};
+use torchlet_firmware::{code, counter, exit, finish, weights, Aligned};
 
-/// The model file's bytes at a 4-byte aligned address, so frozen tensors can be read
-/// in place as `f32`s.
-#[repr(C, align(4))]
-struct Aligned<const L: usize>([u8; L]);
 const MODEL_LEN: usize = include_bytes!("../../assets/w1_pretrained.tlm").len();
+/// The model file, 4-byte aligned so frozen tensors are read in place as `f32`s.
 static MODEL: Aligned<MODEL_LEN> = Aligned(*include_bytes!("../../assets/w1_pretrained.tlm"));
 static SAMPLES: &[u8] = include_bytes!("../../assets/digits_cropped.bin");
 
@@ -150,18 +148,9 @@ fn main() -> ! {
     };
     let cp = cortex_m::Peripherals::take().unwrap_or_else(|| exit(code::ENGINE_ERROR));
     counter::start(cp.SYST);
-    match run() {
-        Ok(true) => {
-            defmt::info!("PASS finetune_model");
-            exit(code::OK)
-        }
-        Ok(false) => {
-            defmt::error!("FAIL finetune_model: accuracy margin, plan or allocation check failed");
-            exit(code::CHECK_FAILED)
-        }
-        Err(e) => {
-            defmt::error!("engine error: {}", e);
-            exit(code::ENGINE_ERROR)
-        }
-    }
+    finish(
+        intern!("finetune_model"),
+        intern!("accuracy margin, plan or allocation check failed"),
+        run(),
+    )
 }

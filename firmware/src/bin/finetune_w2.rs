@@ -23,18 +23,16 @@ extern crate alloc;
 
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
-use torchlet::model::{Model, ModelFile, Placement, Trained};
+use defmt::intern;
+use torchlet::model::{Model, ModelFile, Trained};
 use torchlet::{Error, Graph};
 use torchlet_firmware::finetune::{self, Settings};
 use torchlet_firmware::heap::CountingHeap;
 use torchlet_firmware::w1::{plan_step_with, Recipe};
-use torchlet_firmware::{code, counter, exit, stack};
+use torchlet_firmware::{code, counter, exit, finish, stack, Aligned};
 
-/// The model file's bytes at a 4-byte aligned address, so frozen tensors are read in
-/// place as `f32`s.
-#[repr(C, align(4))]
-struct Aligned<const L: usize>([u8; L]);
 const MODEL_LEN: usize = include_bytes!("../../assets/w2_pretrained.tlm").len();
+/// The model file, 4-byte aligned so frozen tensors are read in place as `f32`s.
 static MODEL: Aligned<MODEL_LEN> = Aligned(*include_bytes!("../../assets/w2_pretrained.tlm"));
 static SAMPLES: &[u8] = include_bytes!("../../assets/digits_cropped.bin");
 
@@ -58,25 +56,22 @@ const HEAP_BYTES: usize = 44 * 1024 + 512;
 static HEAP: CountingHeap = CountingHeap::empty();
 static mut HEAP_MEM: [MaybeUninit<u8>; HEAP_BYTES] = [MaybeUninit::uninit(); HEAP_BYTES];
 
-/// W2 with `TRAINED` training, frozen tensors in flash, BatchNorm statistics frozen.
+/// W2 with `trained` training as `torchlet plan --choices` builds it
+/// ([`Trained::build`]): the full update in training mode with everything in RAM;
+/// another choice with BatchNorm statistics frozen and frozen tensors in flash.
 fn build(
     file: ModelFile<'static>,
+    trained: Trained<'static>,
 ) -> impl Fn(&mut Graph<'static, f32, TAPE>) -> Result<Model<'static>, Error> {
-    move |g| {
-        g.set_training(false);
-        Model::in_place(g, file, TRAINED.placement(file, Placement::InPlace)).map_err(Error::from)
-    }
+    move |g| trained.build(g, file).map_err(Error::from)
 }
 
-/// The planner's bytes of a 28x28 training step: the full update (training mode,
-/// everything in RAM) and this program's choice.
+/// The planner's bytes of a 28x28 training step: the full update and this
+/// program's choice.
 #[inline(never)]
 fn plan_choices(file: ModelFile<'static>) -> Result<(), Error> {
-    let full = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, |g| {
-        g.set_training(true);
-        Model::new(g, file).map_err(Error::from)
-    })?;
-    let chosen = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, build(file))?;
+    let full = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, build(file, Trained::All))?;
+    let chosen = plan_step_with::<TAPE, _>(28, 28, RECIPE, usize::MAX, build(file, TRAINED))?;
     defmt::info!(
         "plan 28x28 training step: all parameters train {=usize} bytes; biases + classifier, the rest read in place from flash, {=usize} bytes ({=usize}.{=usize}x less)",
         full,
@@ -113,18 +108,9 @@ fn run() -> Result<bool, Error> {
         );
         Ok(())
     };
-    let ok = finetune::run(SAMPLES, &HEAP, take_arena, settings, build(file), loaded)?;
+    let ok = finetune::run(SAMPLES, &HEAP, take_arena, settings, build(file, TRAINED), loaded)?;
 
-    let stack_hw = stack::high_water();
-    let (statics, ram) = (stack::static_bytes(), stack::ram_bytes());
-    let ram_ok = statics + stack_hw <= ram && !stack::reached_statics();
-    defmt::info!(
-        "RAM: static {=usize} bytes + stack high-water {=usize} bytes = {=usize} of {=usize} bytes",
-        statics,
-        stack_hw,
-        statics + stack_hw,
-        ram
-    );
+    let ram_ok = stack::report_ram(stack::high_water());
     Ok(ok && ram_ok)
 }
 
@@ -143,18 +129,9 @@ fn main() -> ! {
     };
     let cp = cortex_m::Peripherals::take().unwrap_or_else(|| exit(code::ENGINE_ERROR));
     counter::start(cp.SYST);
-    match run() {
-        Ok(true) => {
-            defmt::info!("PASS finetune_w2");
-            exit(code::OK)
-        }
-        Ok(false) => {
-            defmt::error!("FAIL finetune_w2: accuracy margin, plan, allocation or RAM check failed");
-            exit(code::CHECK_FAILED)
-        }
-        Err(e) => {
-            defmt::error!("engine error: {}", e);
-            exit(code::ENGINE_ERROR)
-        }
-    }
+    finish(
+        intern!("finetune_w2"),
+        intern!("accuracy margin, plan, allocation or RAM check failed"),
+        run(),
+    )
 }

@@ -161,6 +161,8 @@ pub(crate) fn max_pool2d_forward_packed(g: &PoolGeom, x: &[f32], y: &mut [f32], 
 #[target_feature(enable = "avx2,fma")]
 fn max_pool_2x2_avx2(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) {
     max::max_pool_2x2_staged(g, x, y, idx)
+}
+
 /// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.
 #[target_feature(enable = "avx2,fma")]
 #[inline]

@@ -74,6 +74,7 @@ pub mod adaptive_max;
 pub mod batch_norm;
 pub mod conv;
 pub mod conv1d;
+pub mod conv_int8;
 pub mod conv_transpose;
 pub mod dropout;
 pub mod elementwise;

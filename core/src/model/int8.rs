@@ -52,15 +52,16 @@ pub(super) fn run_conv<S: Scalar, const N: usize>(
     if n.op != CONV {
         return None;
     }
+    let (x, w) = (ins.first().copied().flatten()?, ins.get(1).copied().flatten()?);
+    // Checked first: an `f32` weight is rank 4, and then the file is not walked.
+    if g.shape(w).ok()?.rank() != 1 {
+        return None;
+    }
     let Some(Some(ValueRef::Tensor(k))) = n.inputs().nth(1) else {
         return None;
     };
     let t = file.tensors().nth(k).filter(|t| t.int8)?;
     let dims: [usize; 4] = t.shape.dims().try_into().ok()?;
-    let (x, w) = (ins.first().copied().flatten()?, ins.get(1).copied().flatten()?);
-    if g.shape(w).ok()?.rank() != 1 {
-        return None;
-    }
     let b = ins.get(2).copied().flatten();
     Some(Conv2dParams::from_attrs(attrs).and_then(|p| g.conv2d_int8(x, w, dims, b, p)))
 }

@@ -363,6 +363,7 @@ fn model_spec(u: &mut Unstructured) -> Result<torchlet::model::spec::GraphSpec> 
             kind,
             dims,
             data,
+            int8: None,
         });
     }
     let refs = |u: &mut Unstructured, nodes: usize, s: &GraphSpec| -> Result<ValueRef> {

@@ -35,6 +35,7 @@ fn small() -> GraphSpec {
         kind,
         data: values(dims.iter().product(), seed),
         dims,
+        int8: None,
     };
     GraphSpec {
         inputs: vec![InputSpec {
@@ -179,6 +180,17 @@ fn tensor_rec(name: &str, kind: u8, dims: &[u32], data: &[f32]) -> Vec<u8> {
     v
 }
 
+/// An int8 tensor record (kind 3): dims, the scales, the `i8`s, then `pad` as the
+/// padding bytes.
+fn int8_rec(name: &str, dims: &[u32], scales: &[f32], q: &[i8], pad: u8) -> Vec<u8> {
+    let mut v = tensor_rec(name, 3, dims, scales);
+    v.extend(q.iter().map(|&q| q as u8));
+    while !v.len().is_multiple_of(4) {
+        v.push(pad);
+    }
+    v
+}
+
 /// A value reference: kind (1 input, 2 tensor, 3 node) and index.
 fn r(kind: u32, k: u32) -> u32 {
     (kind << 24) | k
@@ -279,12 +291,14 @@ fn the_layout_table_is_what_encode_writes() {
                 kind: TensorKind::Param { trainable: true },
                 dims: vec![3, 2, 3, 3],
                 data: values(54, 1),
+                int8: None,
             },
             TensorSpec {
                 name: "conv.bias".into(),
                 kind: TensorKind::Param { trainable: false },
                 dims: vec![3],
                 data: vec![0.5, -0.5, 0.25],
+                int8: None,
             },
         ],
         nodes: vec![
@@ -437,7 +451,7 @@ fn hand_made_files_with_a_valid_checksum_but_bad_content_name_the_place() {
         ),
         (
             file([0, 1, 0], &[tensor_rec("t", 7, &[1], &[1.0])], &[r(2, 0)]),
-            "tensor 0 \"t\": corrupt data: model: tensor kind is not 0, 1 or 2",
+            "tensor 0 \"t\": corrupt data: model: tensor kind is not 0, 1, 2 or 3",
         ),
         (
             file(
@@ -473,6 +487,40 @@ fn hand_made_files_with_a_valid_checksum_but_bad_content_name_the_place() {
     ];
     for (k, (bytes, want)) in cases.iter().enumerate() {
         assert_eq!(&err(bytes), want, "case {k}");
+    }
+    // Int8 tensors (kind 3): one finite scale per output channel, then the values.
+    let one = |rec: Vec<u8>| file([0, 1, 0], &[rec], &[r(2, 0)]);
+    let q = [1i8, -2, 3, -127, 127, 0];
+    assert!(ModelFile::parse(&one(int8_rec("w", &[2, 3], &[0.5, 0.25], &q, 0))).is_ok());
+    let t = "tensor 0 \"w\": corrupt data: model:";
+    let int8_cases: Vec<(Vec<u8>, String)> = vec![
+        (
+            one(int8_rec("w", &[], &[], &[1], 0)),
+            format!("{t} an int8 tensor has rank 0 (it needs dim 0, its output channels)"),
+        ),
+        (
+            one(int8_rec("w", &[2, 3], &[0.5, f32::NAN], &q, 0)),
+            format!("{t} an int8 tensor has a scale that is not finite"),
+        ),
+        (
+            one(int8_rec("w", &[2, 3], &[f32::INFINITY, 1.0], &q, 0)),
+            format!("{t} an int8 tensor has a scale that is not finite"),
+        ),
+        (
+            one(int8_rec("w", &[2, 3], &[0.5, 0.25], &q, 9)),
+            format!("{t} record runs past the end or has non-zero reserved bytes"),
+        ),
+        (
+            one(int8_rec("w", &[2, 3], &[0.5], &[], 0)),
+            format!("{t} record runs past the end or has non-zero reserved bytes"),
+        ),
+        (
+            one(int8_rec("w", &[u32::MAX, u32::MAX, u32::MAX, 2], &[], &[], 0)),
+            format!("{t} sizes overflow"),
+        ),
+    ];
+    for (k, (bytes, want)) in int8_cases.iter().enumerate() {
+        assert_eq!(&err(bytes), want, "int8 case {k}");
     }
     // A name that is not UTF-8.
     let mut v = good();
@@ -596,6 +644,7 @@ fn a_loss_node_reads_its_targets_as_a_list_of_ints_or_floats() {
                 kind: TensorKind::Param { trainable: true },
                 dims: vec![4, 3],
                 data: values(12, 2),
+                int8: None,
             }],
             nodes: vec![
                 node("linear", "fc", &[I(0), T(0)], vec![]),

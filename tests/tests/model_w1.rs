@@ -42,6 +42,7 @@ pub fn w1_spec(seed: u64) -> GraphSpec {
                 kind: TensorKind::Param { trainable: true },
                 dims: g.shape(t).unwrap().dims().to_vec(),
                 data: g.data(t).unwrap().to_vec(),
+                int8: None,
             }
         })
         .collect();

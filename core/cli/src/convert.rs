@@ -5,7 +5,7 @@ use crate::files;
 use std::path::Path;
 use torchlet::model::{encode, TensorKind};
 
-pub fn run(model: &Path, out: &Path, fold_bn: bool, freeze: &[String]) -> Result<(), String> {
+pub fn run(model: &Path, out: &Path, fold_bn: bool, freeze: &[String], int8: bool) -> Result<(), String> {
     let bytes = files::read(model)?;
     let dir = model.parent().unwrap_or(Path::new("."));
     // External initializers (`model.onnx.data`): a first import notes the files the
@@ -43,6 +43,15 @@ pub fn run(model: &Path, out: &Path, fold_bn: bool, freeze: &[String]) -> Result
     if !freeze.is_empty() && frozen == 0 {
         return Err(format!("--freeze {freeze:?} matches no trainable parameter"));
     }
+    let quantized = match int8 {
+        true => spec.quantize_frozen_conv_weights().len(),
+        false => 0,
+    };
+    if int8 && quantized == 0 {
+        return Err(
+            "--int8-frozen: no frozen convolution weight to quantize (freeze some with --freeze)".into(),
+        );
+    }
     let file = encode(&spec).map_err(|e| format!("{}: {e}", model.display()))?;
     files::write(out, &file)?;
     let params: usize = spec
@@ -52,12 +61,13 @@ pub fn run(model: &Path, out: &Path, fold_bn: bool, freeze: &[String]) -> Result
         .map(|t| t.data.len())
         .sum();
     println!(
-        "{}: {} nodes, {} tensors ({} parameter values, {} frozen tensors), {} bytes",
+        "{}: {} nodes, {} tensors ({} parameter values, {} frozen tensors, {} int8), {} bytes",
         out.display(),
         spec.nodes.len(),
         spec.tensors.len(),
         params,
         frozen,
+        quantized,
         file.len()
     );
     Ok(())

@@ -1,7 +1,7 @@
 //! `torchlet`: PyTorch models in, trained weights out, from the command line.
 //!
 //! ```text
-//! torchlet convert MODEL.onnx OUT.tlm [--fold-bn] [--freeze PATTERN]...
+//! torchlet convert MODEL.onnx OUT.tlm [--fold-bn] [--freeze PATTERN]... [--int8-frozen]
 //! torchlet info MODEL.tlm [--input 1x1x28x28]
 //! torchlet plan MODEL.tlm --input 1x1x40x32 [--train] [--budget 64KiB]
 //! torchlet plan MODEL.tlm --input 1x1x28x28 --choices [--train-only 'blocks.4.*'] [--momentum 0.9]
@@ -47,6 +47,10 @@ enum Command {
         /// e.g. `features.*`); repeatable.
         #[arg(long, value_name = "PATTERN")]
         freeze: Vec<String>,
+        /// Store the frozen convolution weights as int8, one scale per output channel
+        /// (symmetric, scale = max|w| / 127); they stay in the file when run in place.
+        #[arg(long)]
+        int8_frozen: bool,
     },
     /// Inputs, parameters, and with --input each node's output shape and the bytes of a step.
     Info {
@@ -131,7 +135,8 @@ fn main() -> ExitCode {
             out,
             fold_bn,
             freeze,
-        } => convert::run(&model, &out, fold_bn, &freeze),
+            int8_frozen,
+        } => convert::run(&model, &out, fold_bn, &freeze, int8_frozen),
         Command::Info { model, input } => info::run(&model, input.as_deref()),
         Command::Plan {
             model,

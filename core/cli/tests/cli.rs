@@ -227,6 +227,49 @@ fn info_and_plan_report_shapes_and_bytes() {
         "3.*",
     ]);
     assert!(out.contains("4 frozen tensors"), "{out}");
+    // The same frozen convolution weights as int8: a smaller file whose export holds
+    // the dequantized weights (within half a step of the f32 ones) and whose plan,
+    // info and forward work as before.
+    let int8 = scratch("w1.int8.tlm");
+    let out = ok(&[
+        "convert",
+        zoo("w1.ts.onnx").to_str().unwrap(),
+        int8.to_str().unwrap(),
+        "--freeze",
+        "0.*",
+        "--freeze",
+        "3.*",
+        "--int8-frozen",
+    ]);
+    assert!(out.contains("4 frozen tensors, 2 int8"), "{out}");
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    // 1,224 weights: 3 bytes saved on each, less 24 scales.
+    assert!(size(&int8) + 3 * 1224 - 4 * 24 - 8 <= size(&frozen), "{out}");
+    let info = ok(&["info", int8.to_str().unwrap(), "--input", "1x1x28x28"]);
+    assert!(info.contains("frozen"), "{info}");
+    let (f_st, q_st) = (scratch("w1.frozen.safetensors"), scratch("w1.int8.safetensors"));
+    ok(&["export", frozen.to_str().unwrap(), f_st.to_str().unwrap()]);
+    ok(&["export", int8.to_str().unwrap(), q_st.to_str().unwrap()]);
+    let (f, q) = (tensors(&f_st), tensors(&q_st));
+    assert_eq!(f.keys().collect::<Vec<_>>(), q.keys().collect::<Vec<_>>());
+    for (name, (dtype, shape, want)) in &f {
+        let (qd, qs, got) = &q[name];
+        assert_eq!((dtype, shape), (qd, qs), "{name}");
+        let max = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let step = if name.ends_with("weight") && shape.len() == 4 {
+            max / 127.0
+        } else {
+            0.0
+        };
+        close(name, got, want, 0.0, step * 0.5 + 1e-6);
+    }
+    let e = fails(&[
+        "convert",
+        zoo("w1.ts.onnx").to_str().unwrap(),
+        scratch("w1.none.tlm").to_str().unwrap(),
+        "--int8-frozen",
+    ]);
+    assert!(e.contains("--int8-frozen: no frozen convolution weight"), "{e}");
 }
 
 #[test]

@@ -195,6 +195,7 @@ impl<'o> Importer<'o> {
             kind,
             dims,
             data,
+            int8: None,
         });
         self.tensor_ids.insert(key, k);
         ValueRef::Tensor(k)

@@ -42,7 +42,7 @@ const NORMS: [&str; 2] = ["batch_norm", "group_norm"];
 impl Trained<'_> {
     /// Whether tensor `t` of `file` trains under this choice.
     pub fn trains(&self, file: &ModelFile<'_>, t: &TensorRecord<'_>) -> bool {
-        if !matches!(t.kind, TensorKind::Param { .. }) {
+        if !matches!(t.kind, TensorKind::Param { .. }) || t.int8 {
             return false;
         }
         let bias = t.name.ends_with("bias");

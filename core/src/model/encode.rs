@@ -5,7 +5,7 @@
 use super::error::{ModelResult, Site};
 use super::file::{Attr, ModelFile};
 use super::format::*;
-use super::spec::{AttrValue, GraphSpec, InputSpec, NodeSpec, TensorSpec};
+use super::spec::{AttrValue, GraphSpec, InputSpec, Int8Spec, NodeSpec, TensorSpec};
 use super::{DimSpec, TensorKind, ValueRef};
 use crate::error::Error;
 use crate::io::crc32;
@@ -91,6 +91,9 @@ pub fn check_spec(spec: &GraphSpec) -> ModelResult<'_, ()> {
                 found: t.data.len(),
             }));
         }
+        if let Some(q) = &t.int8 {
+            check_int8(t, q, shape.numel()).map_err(at)?;
+        }
     }
     for (index, n) in spec.nodes.iter().enumerate() {
         let site = Site::Node {
@@ -129,6 +132,22 @@ pub fn check_spec(spec: &GraphSpec) -> ModelResult<'_, ()> {
         }
     }
     Ok(())
+}
+
+fn check_int8(t: &TensorSpec, q: &Int8Spec, numel: usize) -> Result<(), Error> {
+    if t.kind != (TensorKind::Param { trainable: false }) {
+        return Err(bad(INT8_KIND, 0));
+    }
+    let Some(&ch) = t.dims.first() else {
+        return Err(bad(INT8_RANK, 0));
+    };
+    if q.scales.len() != ch || q.q.len() != numel {
+        return Err(bad(INT8_LEN, q.scales.len()));
+    }
+    match q.scales.iter().position(|s| !s.is_finite()) {
+        Some(k) => Err(bad(INT8_SCALE, k)),
+        None => Ok(()),
+    }
 }
 
 fn type_code(v: &AttrValue) -> u8 {
@@ -194,6 +213,7 @@ pub fn encode(spec: &GraphSpec) -> ModelResult<'_, Vec<u8>> {
     }
     for t in &spec.tensors {
         let kind = match t.kind {
+            _ if t.int8.is_some() => K_INT8,
             TensorKind::Param { trainable: false } => K_FROZEN,
             TensorKind::Param { trainable: true } => K_TRAIN,
             TensorKind::Buffer => K_BUFFER,
@@ -205,8 +225,19 @@ pub fn encode(spec: &GraphSpec) -> ModelResult<'_, Vec<u8>> {
         }
         out.extend_from_slice(t.name.as_bytes());
         pad(&mut out);
-        for v in &t.data {
-            out.extend_from_slice(&v.to_le_bytes());
+        match &t.int8 {
+            Some(q) => {
+                for v in &q.scales {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                out.extend(q.q.iter().map(|&v| v as u8));
+                pad(&mut out);
+            }
+            None => {
+                for v in &t.data {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
         }
     }
     for n in &spec.nodes {
@@ -268,6 +299,10 @@ impl ModelFile<'_> {
                     kind: t.kind,
                     dims: t.shape.dims().to_vec(),
                     data: t.values().collect(),
+                    int8: t.int8.then(|| Int8Spec {
+                        scales: (0..t.channels()).map(|c| t.scale(c)).collect(),
+                        q: t.int8_weights().iter().map(|&b| b as i8).collect(),
+                    }),
                 })
                 .collect(),
             nodes: self

@@ -63,18 +63,59 @@ pub struct TensorRecord<'m> {
     pub kind: TensorKind,
     /// Its shape.
     pub shape: Shape,
-    /// `shape.numel()` little-endian `f32`s.
+    /// The stored bytes: `shape.numel()` little-endian `f32`s; for an int8 tensor
+    /// one `f32` scale per output channel (dim 0), then `shape.numel()` `i8`s, then
+    /// zero padding to a multiple of 4.
     pub data: &'m [u8],
     /// Where `data` starts in the file (a multiple of 4).
     pub offset: usize,
+    /// Stored as int8 with a scale per output channel (a frozen parameter; value
+    /// `q * scale[dim-0 index]`).
+    pub int8: bool,
 }
 
-impl TensorRecord<'_> {
-    /// The stored values, in order.
+impl<'m> TensorRecord<'m> {
+    /// The values, in order (an int8 tensor's dequantized: `q * scale`).
     pub fn values(&self) -> impl Iterator<Item = f32> + '_ {
-        self.data
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        let n = self.shape.numel();
+        let per = n / self.channels().max(1);
+        (0..n).map(move |i| match self.int8 {
+            true => self.scale(i / per.max(1)) * self.int8_weights().get(i).map_or(0, |&q| q as i8) as f32,
+            false => f32_at(self.data, 4 * i),
+        })
+    }
+
+    /// Number of scales of an int8 tensor (its dim 0); 0 for an `f32` one.
+    pub fn channels(&self) -> usize {
+        match self.int8 && self.shape.rank() > 0 {
+            true => self.shape.dim(0),
+            false => 0,
+        }
+    }
+
+    /// Scale `c` of an int8 tensor (0 past the end or for an `f32` tensor).
+    pub fn scale(&self, c: usize) -> f32 {
+        match c < self.channels() {
+            true => f32_at(self.data, 4 * c),
+            false => 0.0,
+        }
+    }
+
+    /// An int8 tensor's weights as stored (bytes to read as `i8`); empty for an `f32`
+    /// tensor.
+    pub fn int8_weights(&self) -> &'m [u8] {
+        let at = 4 * self.channels();
+        match self.int8 {
+            true => self.data.get(at..at + self.shape.numel()).unwrap_or(&[]),
+            false => &[],
+        }
+    }
+}
+
+fn f32_at(b: &[u8], at: usize) -> f32 {
+    match b.get(at..at + 4) {
+        Some(c) => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+        None => 0.0,
     }
 }
 
@@ -108,6 +149,11 @@ impl<'m> NodeRecord<'m> {
             name: self.name,
         }
     }
+}
+
+/// Bytes of an int8 tensor's data: `channels` scales, `numel` bytes, padding.
+pub(crate) fn int8_len(channels: usize, numel: usize) -> Option<usize> {
+    pad4(channels.checked_mul(4)?.checked_add(numel)?)
 }
 
 fn utf8<'m>(b: Option<&'m [u8]>, site: Site<'m>) -> ModelResult<'m, &'m str> {
@@ -339,10 +385,12 @@ impl<'m> ModelFile<'m> {
         let name_at = off + 4 + 4 * rank;
         let name = utf8(body.get(name_at..name_at + name_len), site)?;
         site = Site::Tensor { index, name };
-        let kind = match kind {
-            K_FROZEN => TensorKind::Param { trainable: false },
-            K_TRAIN => TensorKind::Param { trainable: true },
-            K_BUFFER => TensorKind::Buffer,
+        let (kind, int8) = match kind {
+            K_FROZEN => (TensorKind::Param { trainable: false }, false),
+            K_TRAIN => (TensorKind::Param { trainable: true }, false),
+            K_BUFFER => (TensorKind::Buffer, false),
+            K_INT8 if rank == 0 => return Err(site.corrupt(INT8_RANK)),
+            K_INT8 => (TensorKind::Param { trainable: false }, true),
             _ => return Err(site.corrupt(BAD_KIND)),
         };
         let mut dims = [0usize; MAX_RANK];
@@ -353,9 +401,20 @@ impl<'m> ModelFile<'m> {
         let end = name_at + name_len;
         let at = pad4(end).ok_or(site.corrupt(BAD_RECORD))?;
         zeros(body, end, at, site)?;
-        let len = shape.numel().checked_mul(4).ok_or(site.corrupt(BAD_SIZE))?;
+        let len = match int8 {
+            true => int8_len(dims[0], shape.numel()),
+            false => shape.numel().checked_mul(4),
+        };
+        let len = len.ok_or(site.corrupt(BAD_SIZE))?;
         let next = at.checked_add(len).ok_or(site.corrupt(BAD_SIZE))?;
         let data = body.get(at..next).ok_or(site.corrupt(BAD_RECORD))?;
+        if int8 {
+            let (scales, end) = (4 * dims[0], 4 * dims[0] + shape.numel());
+            zeros(data, end, len, site)?;
+            if data[..scales].chunks_exact(4).any(|c| !f32_at(c, 0).is_finite()) {
+                return Err(site.corrupt(INT8_SCALE));
+            }
+        }
         Ok((
             TensorRecord {
                 index,
@@ -364,6 +423,7 @@ impl<'m> ModelFile<'m> {
                 shape,
                 data,
                 offset: at,
+                int8,
             },
             next,
         ))

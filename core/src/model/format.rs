@@ -29,6 +29,8 @@ pub(crate) const T_STR: u8 = 6;
 pub(crate) const K_FROZEN: u8 = 0;
 pub(crate) const K_TRAIN: u8 = 1;
 pub(crate) const K_BUFFER: u8 = 2;
+/// A frozen parameter stored as `i8` with an `f32` scale per output channel (dim 0).
+pub(crate) const K_INT8: u8 = 3;
 
 // Reasons (`Error::Corrupt` / `Error::InvalidParam` texts).
 pub(crate) const BAD_MAGIC: &str = "model: bad magic (not a torchlet model file)";
@@ -40,7 +42,14 @@ pub(crate) const BAD_RECORD: &str = "model: record runs past the end or has non-
 pub(crate) const BAD_NAME: &str = "model: name is not UTF-8";
 pub(crate) const BAD_RANK: &str = "model: rank above 4";
 pub(crate) const BAD_DIM_KIND: &str = "model: input dim kind is neither fixed (0) nor free (1)";
-pub(crate) const BAD_KIND: &str = "model: tensor kind is not 0, 1 or 2";
+pub(crate) const BAD_KIND: &str = "model: tensor kind is not 0, 1, 2 or 3";
+pub(crate) const INT8_RANK: &str = "model: an int8 tensor has rank 0 (it needs dim 0, its output channels)";
+pub(crate) const INT8_SCALE: &str = "model: an int8 tensor has a scale that is not finite";
+#[cfg(feature = "std")]
+pub(crate) const INT8_KIND: &str = "model: an int8 tensor must be a frozen parameter";
+#[cfg(feature = "std")]
+pub(crate) const INT8_LEN: &str =
+    "model: an int8 tensor needs one scale per output channel and one i8 per value";
 pub(crate) const BAD_SIZE: &str = "model: sizes overflow";
 pub(crate) const BAD_REF: &str = "model: malformed value reference";
 pub(crate) const REF_RANGE: &str = "model: value reference past the inputs or tensors";

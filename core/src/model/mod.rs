@@ -50,9 +50,15 @@
 //! minimum); the name (UTF-8).
 //!
 //! A tensor record: `rank u8` (0 ..= 4), `kind u8` (0 frozen parameter, 1 trainable
-//! parameter, 2 buffer), `name length u16`; `rank` dims `u32`; the PyTorch name; padding;
+//! parameter, 2 buffer, 3 frozen int8 parameter), `name length u16`; `rank` dims `u32`; the PyTorch name; padding;
 //! then the values, `f32` IEEE bits, row-major. The values start 4-byte aligned in the
 //! file, so a file placed at a 4-byte aligned address is read in place as `&[f32]`.
+//! Kind 3 is a frozen parameter stored as int8 per output channel (rank at least 1):
+//! `dims[0]` finite `f32` scales, then the values as `i8`, row-major (value `q *
+//! scale[dim-0 index]`), then zero padding. [`Model::in_place`] reads it in place when
+//! only `conv2d` reads it (as its weight), through
+//! [`Graph::conv2d_int8`](crate::Graph::conv2d_int8); elsewhere it becomes its
+//! dequantized values.
 //!
 //! A node record: `inputs u8` (at most the op's [`OpSpec::inputs`](crate::ops::registry::OpSpec::inputs)),
 //! `attrs u8`, `op name length u8`, 1 reserved byte; `node name length u16`, 2 reserved
@@ -74,6 +80,7 @@ mod error;
 mod file;
 mod format;
 mod in_place;
+mod int8;
 mod run;
 mod save;
 #[cfg(feature = "std")]

@@ -16,6 +16,7 @@ use super::error::{ModelResult, Site};
 use super::file::{ModelFile, TensorRecord};
 use super::format::MAX_NODE_INPUTS;
 use super::in_place::f32_slice;
+use super::int8;
 use super::{DimSpec, TensorKind, ValueRef};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId, Tensor, PARAM_GEN};
@@ -93,13 +94,16 @@ impl<'m> Model<'m> {
 
     /// [`Model::with_placement`] on an `f32` graph that lives no longer than the file's
     /// bytes, where [`Placement::InPlace`] tensors are read from those bytes (which
-    /// must sit at a 4-byte aligned address, as a `static` in flash can).
+    /// must sit at a 4-byte aligned address, as a `static` in flash can). A frozen
+    /// int8 tensor that only convolutions read stays in place whether placed
+    /// [`Placement::Frozen`] or [`Placement::InPlace`] (see `model/int8.rs`).
     pub fn in_place<const N: usize>(
         g: &mut Graph<'m, f32, N>,
         file: ModelFile<'m>,
-        place: impl FnMut(&TensorRecord<'m>) -> Placement,
+        mut place: impl FnMut(&TensorRecord<'m>) -> Placement,
     ) -> ModelResult<'m, Self> {
         let ext: External<'m, 'm, f32, N> = |g, dims, data| g.external(dims, f32_slice(data)?);
+        let place = |t: &TensorRecord<'m>| int8::in_place_placement(&file, t, place(t));
         // The whole file mapped once, so each in-place tensor takes no slot of its own
         // (an arena maps few slices). A misaligned file is refused per tensor below.
         let whole = file.as_bytes();
@@ -122,8 +126,12 @@ impl<'m> Model<'m> {
                 name: t.name,
             };
             let at = |e| site.error(e);
-            let dims = t.shape.dims();
             let p = place(&t);
+            let packed = [t.data.len() / 4];
+            let dims = match t.int8 && p == Placement::InPlace {
+                true => &packed[..], // scales and packed weights (`ops/conv_int8.rs`)
+                false => t.shape.dims(),
+            };
             let h = match p {
                 Placement::Train => g.param(dims),
                 Placement::Frozen => g.buffer(dims),
@@ -263,7 +271,7 @@ impl<'m> Model<'m> {
                     table[m].t = None;
                     y
                 }
-                _ => (spec.call)(g, ins, &attrs),
+                _ => int8::run_conv(g, f, &n, ins, &attrs).unwrap_or_else(|| (spec.call)(g, ins, &attrs)),
             }
             .map_err(at)?;
             each(n.index, g, y);

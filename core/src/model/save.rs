@@ -30,8 +30,8 @@ fn no_room(need: usize, found: usize) -> Error {
 impl<'m> Model<'m> {
     /// Writes the model file again into `out` (at least as long as the original file),
     /// with every tensor's current value from `g` (as `f32`, through
-    /// `Scalar::to_f32`; tensors read in place keep theirs), and returns the number of
-    /// bytes written. The result parses like the original.
+    /// `Scalar::to_f32`; tensors read in place and int8 tensors keep theirs), and
+    /// returns the number of bytes written. The result parses like the original.
     pub fn write_file<S: Scalar, const N: usize>(
         &self,
         g: &Graph<'_, S, N>,
@@ -53,6 +53,9 @@ impl<'m> Model<'m> {
                 index: t.index,
                 name: t.name,
             };
+            if t.int8 {
+                continue; // frozen: its stored bytes stay
+            }
             let h = self.param(t.index).ok_or(site.error(Error::StaleTensor))?;
             let data = g.data(h).map_err(|e| site.error(e))?;
             let dst = &mut out[t.offset..t.offset + t.data.len()];
@@ -84,7 +87,7 @@ impl<'m> Model<'m> {
             let head = weights::RECORD_HEAD_LEN + 4 * t.shape.rank() + t.name.len();
             total = total
                 .checked_add(head.next_multiple_of(4))
-                .and_then(|v| v.checked_add(t.data.len()))
+                .and_then(|v| v.checked_add(t.shape.numel().checked_mul(4)?))
                 .ok_or(site.error(Error::Overflow { op: "model save" }))?;
         }
         Ok(total)
@@ -142,6 +145,13 @@ impl<'m> Model<'m> {
             put(t.name.as_bytes(), out);
             let head = weights::RECORD_HEAD_LEN + 4 * t.shape.rank() + t.name.len();
             put(&[0u8; 3][..head.next_multiple_of(4) - head], out);
+            if t.int8 {
+                // Frozen: the dequantized values, whatever form the graph holds.
+                for v in t.values() {
+                    put(&S::from_f32(v).to_bits().to_le_bytes(), out);
+                }
+                continue;
+            }
             let h = self.param(t.index).ok_or(site.error(Error::StaleTensor))?;
             for v in g.data(h).map_err(|e| site.error(e))? {
                 put(&v.to_bits().to_le_bytes(), out);

@@ -41,8 +41,78 @@ pub struct TensorSpec {
     pub kind: TensorKind,
     /// Its shape.
     pub dims: Vec<usize>,
-    /// Its values, row-major, `dims.iter().product()` of them.
+    /// Its values, row-major, `dims.iter().product()` of them (for an int8 tensor,
+    /// the dequantized values; the file stores [`TensorSpec::int8`]).
     pub data: Vec<f32>,
+    /// Stored as int8 with a scale per output channel (a frozen parameter only).
+    pub int8: Option<Int8Spec>,
+}
+
+/// A frozen tensor's int8 form: value `i` is `q[i] * scales[i / (numel / dims[0])]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Int8Spec {
+    /// One finite scale per output channel (dim 0).
+    pub scales: Vec<f32>,
+    /// The weights, row-major.
+    pub q: Vec<i8>,
+}
+
+impl GraphSpec {
+    /// Quantizes to int8 ([`TensorSpec::quantize_int8`]) every frozen parameter of
+    /// rank 4 that only convolutions read, as their weight (`conv2d` input 1: the
+    /// tensors [`Model::in_place`](super::Model::in_place) reads in place as int8);
+    /// returns their indices.
+    pub fn quantize_frozen_conv_weights(&mut self) -> Vec<usize> {
+        let mut done = Vec::new();
+        for k in 0..self.tensors.len() {
+            let me = Some(ValueRef::Tensor(k));
+            let conv_only = self.nodes.iter().all(|n| {
+                n.inputs
+                    .iter()
+                    .enumerate()
+                    .all(|(i, r)| *r != me || (n.op == "conv2d" && i == 1))
+            });
+            let t = &mut self.tensors[k];
+            let frozen = t.kind == (TensorKind::Param { trainable: false });
+            if frozen && t.int8.is_none() && t.dims.len() == 4 && conv_only && t.quantize_int8() {
+                done.push(k);
+            }
+        }
+        done
+    }
+}
+
+impl TensorSpec {
+    /// Quantizes the tensor per output channel (dim 0), symmetric: `scale = max|w| /
+    /// 127` (1 for an all-zero channel), `q = round(w / scale)`; `data` becomes the
+    /// dequantized values and the tensor a frozen parameter. Tensors of rank 0 and
+    /// non-finite values are left alone (`false`).
+    pub fn quantize_int8(&mut self) -> bool {
+        let ch = self.dims.first().copied().unwrap_or(0);
+        if ch == 0
+            || self.data.is_empty()
+            || self.data.len() % ch != 0
+            || self.data.iter().any(|v| !v.is_finite())
+        {
+            return false;
+        }
+        let per = self.data.len() / ch;
+        let mut scales = Vec::with_capacity(ch);
+        let mut q = Vec::with_capacity(self.data.len());
+        for (c, row) in self.data.chunks_mut(per.max(1)).enumerate().take(ch) {
+            let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let s = if max > 0.0 { max / 127.0 } else { 1.0 };
+            scales.push(s);
+            for v in row.iter_mut() {
+                let k = (*v / s).round().clamp(-127.0, 127.0) as i8;
+                q.push(k);
+                *v = k as f32 * scales[c];
+            }
+        }
+        self.kind = TensorKind::Param { trainable: false };
+        self.int8 = Some(Int8Spec { scales, q });
+        true
+    }
 }
 
 /// One op call.

@@ -36,6 +36,16 @@ impl Default for Conv2dParams {
 }
 
 impl Conv2dParams {
+    /// Read by name (`stride`, `padding`, `dilation`, `groups`; PyTorch's defaults).
+    pub(crate) fn from_attrs(a: &dyn Attrs) -> Result<Self> {
+        Ok(Conv2dParams {
+            stride: pair(a, OP, "stride", 1)?,
+            padding: pair(a, OP, "padding", 0)?,
+            dilation: pair(a, OP, "dilation", 1)?,
+            groups: uint(a, OP, "groups", 1)?,
+        })
+    }
+
     /// Same padding on every side (`padding=p` in PyTorch).
     pub fn padded(p: usize) -> Self {
         Conv2dParams {
@@ -264,12 +274,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// conv2d called by name (`stride`, `padding`, `dilation`, `groups`).
     fn conv2d_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
-        let p = Conv2dParams {
-            stride: pair(a, OP, "stride", 1)?,
-            padding: pair(a, OP, "padding", 0)?,
-            dilation: pair(a, OP, "dilation", 1)?,
-            groups: uint(a, OP, "groups", 1)?,
-        };
+        let p = Conv2dParams::from_attrs(a)?;
         g.conv2d(need(OP, t, 0)?, need(OP, t, 1)?, opt(t, 2), p)
     }
 

@@ -24,7 +24,8 @@
 //!
 //! In-place forms for memory: [`Graph::relu_`], [`Graph::relu6_`], [`Graph::batch_norm_`]
 //! (fixed statistics); a model file's nodes use them through
-//! [`OpSpec::in_place`](registry::OpSpec::in_place). Frozen int8 convolutions: `qconv.rs`.
+//! [`OpSpec::in_place`](registry::OpSpec::in_place). Frozen int8 convolutions: `qconv.rs`
+//! (Q16 graphs, forward) and `conv_int8.rs` (`f32` graphs, forward and backward-input).
 //!
 //! # How to add an op
 //!
@@ -81,6 +82,7 @@ pub mod adaptive_max;
 pub mod batch_norm;
 pub mod conv;
 pub mod conv1d;
+pub mod conv_int8;
 pub mod conv_transpose;
 pub mod dropout;
 pub mod elementwise;

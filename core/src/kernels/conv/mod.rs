@@ -20,6 +20,7 @@ pub mod fast_f32;
 pub mod m_f32;
 pub mod q16;
 pub mod q8;
+pub mod q8_f32;
 
 use super::{axpy_scatter, axpy_strided, dot_strided, valid_range};
 use crate::scalar::Scalar;

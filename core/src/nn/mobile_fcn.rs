@@ -51,9 +51,7 @@ impl<S: Scalar, const N: usize> Block<S, N> for ConvBn {
         if !self.relu6 {
             return Ok(b);
         }
-        let r = g.relu6(b)?;
-        g.free(b)?;
-        Ok(r)
+        g.relu6_(b)
     }
 }
 

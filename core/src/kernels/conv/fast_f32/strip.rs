@@ -185,12 +185,24 @@ impl Corr<'_> {
         let mut offs = [0usize; MAX_K];
         let mut woffs = [0usize; MAX_K];
         let (src_plane, out_plane) = (s.src[0] * s.src[1], s.out[0] * s.out[1]);
+        // A 1x1 kernel without padding reads the planes as they are (a strip whose
+        // channels are the planes), wherever the source holds the 7 words a last
+        // tile may read past the last plane (those positions are dropped).
+        let direct = taps == 1 && s.pad == [0, 0] && s.row == s.src[1];
+        let direct_strip = Strip {
+            chan: src_plane,
+            ..*s
+        };
+        let mut offs_direct = [0usize; MAX_K];
         for grp in 0..self.groups {
             let mut c0 = 0;
             while c0 < self.cin {
                 let nin = chunk.min(self.cin - c0);
                 let kk = nin * taps;
                 s.offsets(nin, self.k, self.dil, &mut offs);
+                if direct {
+                    direct_strip.offsets(nin, self.k, self.dil, &mut offs_direct);
+                }
                 for i in 0..nin {
                     for t in 0..taps {
                         woffs[i * taps + t] = wof(grp, c0 + i, t);
@@ -199,7 +211,15 @@ impl Corr<'_> {
                 let bias = self.bias.filter(|_| c0 == 0);
                 for n in 0..self.batch {
                     let first = (n * self.groups * self.cin + grp * self.cin + c0) * src_plane;
-                    s.fill(&mut buf, &src[first..], nin);
+                    let reach = (nin - 1) * src_plane + s.len + 7;
+                    let read_in_place = direct && src.len() >= first + reach;
+                    let (plane_buf, strip, offsets) = match read_in_place {
+                        true => (&src[first..first + reach], &direct_strip, &offs_direct),
+                        false => {
+                            s.fill(&mut buf, &src[first..], nin);
+                            (&buf[..nin * s.chan], s, &offs)
+                        }
+                    };
                     for o0 in (0..self.cout).step_by(OB) {
                         let b = OB.min(self.cout - o0);
                         let ch = grp * self.cout + o0;
@@ -212,9 +232,9 @@ impl Corr<'_> {
                         };
                         let dst = &mut out[(n * self.groups * self.cout + ch) * out_plane..][..b * out_plane];
                         let t = Tiles {
-                            strip: s,
-                            buf: &buf[..nin * s.chan],
-                            offs: &offs[..kk],
+                            strip,
+                            buf: plane_buf,
+                            offs: &offsets[..kk],
                             woffs: &woffs[..kk],
                             w: &w[o0 * ostride..],
                             ostride,

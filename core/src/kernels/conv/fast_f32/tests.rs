@@ -315,3 +315,24 @@ fn channel_interleaved_depthwise_declines_other_shapes() {
         assert_eq!(handled_by(&mut rng, &g, "dw8-portable"), want, "{g:?}");
     }
 }
+
+#[test]
+fn pointwise_planes_read_in_place_match_generic() {
+    // 1x1 kernels without padding read the source planes in place except where a last
+    // tile would read past the source (the last sample): both forms, plane sizes that
+    // are and are not multiples of 8, several channel chunks and groups.
+    let mut rng = Rng::new(11);
+    for (n, c_in, c_out, hw, groups) in [
+        (3, 16, 32, [7, 7], 1),
+        (2, 32, 16, [4, 4], 1),
+        (3, 8, 8, [5, 3], 2),
+        (1, 3, 5, [1, 1], 1),
+        (2, 64, 8, [14, 14], 1),
+    ] {
+        let g = geom(n, c_in, c_out, hw, [1, 1], [1, 1], [0, 0], [1, 1], groups).unwrap();
+        let handled = check(&mut rng, &g);
+        if cfg!(target_arch = "x86_64") && cpu_has_avx2_fma() {
+            assert!(handled[2] >= 2, "{g:?}: {handled:?}");
+        }
+    }
+}

@@ -255,7 +255,9 @@ fn block(left: usize) -> usize {
 /// when the CPU has those (x86_64, asked at run time) and the shape suits it, else
 /// [`conv2d_forward_portable`].
 pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
-    if super::dw8::conv2d_forward(g, x, w, b, y) || super::depthwise::conv2d_forward(g, x, w, b, y) {
+    if super::dw8::DISPATCH && super::dw8::conv2d_forward(g, x, w, b, y)
+        || super::depthwise::conv2d_forward(g, x, w, b, y)
+    {
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -291,7 +293,7 @@ pub fn conv2d_forward_portable(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f
 /// `gx += conv_transpose(gy, w)`, as [`generic::conv2d_backward_input`]; AVX2 + FMA
 /// when available, as [`conv2d_forward`].
 pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
-    if super::dw8::conv2d_backward_input(g, gy, w, gx)
+    if super::dw8::DISPATCH && super::dw8::conv2d_backward_input(g, gy, w, gx)
         || super::depthwise::conv2d_backward_input(g, gy, w, gx)
     {
         return;

@@ -205,8 +205,8 @@ macro_rules! dw8_kernels {
             }
         }
 
-        /// `gw += correlate(gy, x)`: 9 per-lane sums for 8 channels, over every pixel of
-        /// every sample, in registers.
+        /// `gw += correlate(gy, x)`: 9 per-lane sums for 8 channels over every pixel of a
+        /// sample, in registers, added up over the samples.
         $(#[$attr])*
         pub(in super::super) fn backward_weight(d: &Dw, gy: &[f32], x: &[f32], gw: &mut [f32]) {
             let mut buf = [0.0f32; BUF_WORDS];
@@ -215,8 +215,11 @@ macro_rules! dw8_kernels {
             let cols8 = d.cols * 8;
             for c0 in (0..d.c).step_by(8) {
                 let nl = (d.c - c0).min(8);
+                // Per-sample sums, added to the batch's: shorter chains of additions.
                 let mut acc = [splat(0.0); 9];
+                let one = splat(1.0);
                 for n in 0..d.n {
+                    let mut part = [splat(0.0); 9];
                     let first = n * d.c + c0;
                     clear(d, &mut buf, nl);
                     to_lanes(&x[first * ip..], ip, nl, d.src_place(), &mut buf);
@@ -230,11 +233,14 @@ macro_rules! dw8_kernels {
                             for ky in 0..3 {
                                 let row = &buf[at + ky * cols8..][..24];
                                 for kx in 0..3 {
-                                    let a = &mut acc[ky * 3 + kx];
+                                    let a = &mut part[ky * 3 + kx];
                                     *a = fma(g, load(&row[kx * 8..]), *a);
                                 }
                             }
                         }
+                    }
+                    for (a, p) in acc.iter_mut().zip(part) {
+                        *a = fma(one, p, *a);
                     }
                 }
                 let mut sums = [[0.0f32; 8]; 9];

@@ -30,7 +30,7 @@ const L: usize = if cfg!(target_feature = "avx") { 8 } else { 4 };
 /// `gw += correlate(gy, x)`, as [`generic::conv2d_backward_weight`]; AVX2 + FMA when
 /// available (x86_64, asked at run time) and the shape suits it.
 pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
-    if super::dw8::conv2d_backward_weight(g, gy, x, gw)
+    if super::dw8::DISPATCH && super::dw8::conv2d_backward_weight(g, gy, x, gw)
         || super::depthwise::conv2d_backward_weight(g, gy, x, gw)
     {
         return;

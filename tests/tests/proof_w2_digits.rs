@@ -3,6 +3,11 @@
 //! example's recipe reaches at least 97% held-out in f32 after 3 epochs, and Q16.16
 //! lands within 1.5 points of it (the same recipe: BatchNorm needs nothing different).
 //! A broken op (a wrong BatchNorm gradient, a residual dropped) stays far below.
+//!
+//! The margin is thin: the f32 result moves with the order of the kernels' additions
+//! (correct kernels that sum in another order gave 96.65% to 97.70% after 3 epochs),
+//! so a kernel change can cross the line without a bug. Q16 sums exactly and does not
+//! move.
 
 #[allow(dead_code)]
 #[path = "../examples/w2_digits.rs"]

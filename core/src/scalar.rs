@@ -50,7 +50,7 @@ pub trait Scalar:
     /// `f` folded over every value of `runs` from [`Scalar::acc_zero`]: the long sums
     /// of the normalisations. The order of the additions is the type's: one chain
     /// here (exact for fixed point), lane-wise chains for `f32` where the target has SIMD
-    /// lanes ([`crate::kernels::lanes`]).
+    /// lanes (`kernels/lanes.rs`).
     #[inline(always)]
     fn fold_runs<'a>(
         runs: impl Iterator<Item = &'a [Self]>,

@@ -32,8 +32,7 @@ pub trait KernelSet<S: Scalar> {
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[S], gb: &mut [S]) {
         conv::conv2d_backward_bias(g, gy, gb)
     }
-    /// Max pooling with packed winner positions (see
-    /// [`pool::max::max_pool2d_forward_packed`]).
+    /// Max pooling with packed winner positions (`kernels/pool/max.rs`).
     fn max_pool2d_forward_packed(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
         pool::max::max_pool2d_forward_packed(g, x, y, idx)
     }

@@ -259,48 +259,23 @@ fn add_sums<S: Scalar>(gw: &mut [S], gb: &mut [S], ch: usize, sw: S::Acc, sb: S:
     }
 }
 
-/// Batch norm's input gradient. With batch statistics (`batch`):
-/// `gx += w * r * (gy - mean(gy) - xhat * mean(gy * xhat))` over the channel;
-/// with fixed (running) statistics: `gx += gy * w * r`.
-pub fn batch_norm_backward_input<S: Scalar>(
-    g: NormGeom,
-    x: &[S],
-    gy: &[S],
-    saved: &[S],
-    w: &[S],
-    batch: bool,
-    gx: &mut [S],
-) {
+/// Batch norm's input gradient with fixed (running) statistics: `gx += gy * w * r`
+/// (`r` the saved inverse standard deviations); the input's values do not enter.
+pub fn fixed_backward_input<S: Scalar>(g: NormGeom, gy: &[S], saved: &[S], w: &[S], gx: &mut [S]) {
     for ch in 0..g.c {
-        let (m, r) = (saved[ch], saved[g.c + ch]);
-        let a = r * param(w, ch, S::ONE);
-        let (mut m1, mut m2) = (S::ZERO, S::ZERO);
-        if batch {
-            let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
-            let [s1, s2] = S::fold_run_pairs(runs, |[s1, s2], xv, gv| {
-                [S::acc_add(s1, gv), S::mac(s2, gv, (xv - m) * r)]
-            });
-            m1 = S::acc_mean(s1, g.per_channel());
-            m2 = S::acc_mean(s2, g.per_channel());
-        }
+        let a = saved[g.c + ch] * param(w, ch, S::ONE);
         for b in 0..g.n {
             let at = (b * g.c + ch) * g.inner;
             let (gxr, gyr) = (&mut gx[at..at + g.inner], &gy[at..at + g.inner]);
-            if !batch {
-                // Fixed statistics: the input's values do not enter (it may be gone).
-                gxr.iter_mut().zip(gyr).for_each(|(gxv, &gv)| *gxv += a * gv);
-                continue;
-            }
-            for (gxv, (&xv, &gv)) in gxr.iter_mut().zip(x[at..at + g.inner].iter().zip(gyr)) {
-                *gxv += a * (gv - m1 - (xv - m) * r * m2);
-            }
+            gxr.iter_mut().zip(gyr).for_each(|(gxv, &gv)| *gxv += a * gv);
         }
     }
 }
 
 /// Batch norm's backward with batch statistics in one read of `x` and `gy` per
 /// channel: `gw[ch] += sum gy * xhat` (skipped when `gw` is empty) and the input
-/// gradient of [`batch_norm_backward_input`], whose sums are the same ones.
+/// gradient `gx += w * r * (gy - mean(gy) - xhat * mean(gy * xhat))`, whose sums are
+/// the same ones.
 pub fn batch_norm_backward_batch<S: Scalar>(
     g: NormGeom,
     x: &[S],

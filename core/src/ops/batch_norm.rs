@@ -378,12 +378,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 k::scale_channels_in_place(g, s, w, gy)
             })
         };
-        if !batch && self.pass_grad_in_place(i, x, scale)? {
+        if self.pass_grad_in_place(i, x, scale)? {
             return Ok(());
         }
         if let Some(gx) = self.grad_of(x) {
-            self.exec([xn.data, gy, saved, wd], gx, |[x, gy, s, w], gx| {
-                k::batch_norm_backward_input(g, x, gy, s, w, batch, gx)
+            self.exec([gy, saved, wd], gx, |[gy, s, w], gx| {
+                k::fixed_backward_input(g, gy, s, w, gx)
             })?;
         }
         Ok(())

@@ -84,6 +84,24 @@ pub trait Scalar:
     fn to_bits(self) -> u32;
     /// Inverse of [`Scalar::to_bits`].
     fn from_bits(bits: u32) -> Self;
+    /// The value in 16 bits, for saves that trade precision for memory
+    /// ([`Graph::set_compact_saves`](crate::Graph::set_compact_saves)): by default
+    /// bfloat16 (the real value rounded to nearest even); fixed point keeps Q8.8.
+    #[inline]
+    fn to_half(self) -> u16 {
+        let v = self.to_f32();
+        let b = v.to_bits();
+        if v.is_nan() {
+            // Keep it a (quiet) NaN: the high half alone could read as infinity.
+            return (b >> 16) as u16 | 0x40;
+        }
+        (b.wrapping_add(0x7fff + (b >> 16 & 1)) >> 16) as u16
+    }
+    /// The value of 16 bits made by [`Scalar::to_half`].
+    #[inline]
+    fn from_half(h: u16) -> Self {
+        Self::from_f32(f32::from_bits(u32::from(h) << 16))
+    }
 
     /// `self / rhs`.
     fn div(self, rhs: Self) -> Self;

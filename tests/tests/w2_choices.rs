@@ -1,12 +1,13 @@
 //! Memory follows the choice of trained parameters, on W2 ("mobile-fcn") from its model
 //! file (`firmware/assets/w2_pretrained.tlm`, the one `finetune_w2` runs):
-//! - for every choice (all, biases + norm scales + head, biases + head, head only,
-//!   last block + head) and many input sizes, a real step in an arena of exactly the
-//!   planned bytes reaches exactly the plan;
+//! - for every choice (all, biases + norm scales + head with exact or 16-bit norm
+//!   saves, biases + head, head only, last block + head) and many input sizes, a real
+//!   step in an arena of exactly the planned bytes reaches exactly the plan;
 //! - the gradients of the trained tensors do not depend on what else trains (frozen
 //!   layers keep nothing, run in place, and still pass the right gradients);
-//! - freezing saves what it should: biases + head needs at least 4x less than the full
-//!   update at 28x28, and each smaller choice needs less.
+//! - freezing saves what it should: biases + head, and biases + norm scales + head with
+//!   16-bit norm saves, need at least 4x less than the full update at 28x28, and each
+//!   smaller choice needs less.
 
 use torchlet::model::{Model, ModelFile, Placement, Trained};
 use torchlet::optim::Sgd;
@@ -19,29 +20,26 @@ static FILE: Aligned<LEN> = Aligned(*include_bytes!("../../firmware/assets/w2_pr
 
 const TAPE: usize = 160;
 const LAST_BLOCK: &[&str] = &["blocks.4.*", "fc.*"];
-const CHOICES: [Trained<'static>; 5] = [
-    Trained::All,
-    Trained::BiasesAndNorms,
-    Trained::Biases,
-    Trained::Head,
-    Trained::Matching(LAST_BLOCK),
+/// The choices, each with whether norm saves are 16-bit (`Graph::set_compact_saves`).
+const CHOICES: [(Trained<'static>, bool); 6] = [
+    (Trained::All, false),
+    (Trained::BiasesAndNorms, false),
+    (Trained::BiasesAndNorms, true),
+    (Trained::Biases, false),
+    (Trained::Head, false),
+    (Trained::Matching(LAST_BLOCK), false),
 ];
 
 fn file() -> ModelFile<'static> {
     ModelFile::parse(&FILE.0).unwrap()
 }
 
-/// W2 in `g` with `trained` training: the full update in training mode with every
-/// tensor in the arena, the others with frozen statistics and frozen tensors in place.
-fn build(g: &mut Graph<'static, f32, TAPE>, trained: Trained<'static>) -> Model<'static> {
-    let f = file();
-    let all = trained == Trained::All;
-    g.set_training(all);
-    let m = match all {
-        true => Model::new(g, f),
-        false => Model::in_place(g, f, trained.placement(f, Placement::InPlace)),
-    };
-    m.unwrap()
+/// W2 in `g` as `finetune_w2` builds it ([`Trained::build`]: the full update in
+/// training mode with every tensor in the arena, the others with frozen statistics and
+/// frozen tensors in place), norm saves 16-bit with `compact`.
+fn build(g: &mut Graph<'static, f32, TAPE>, (trained, compact): (Trained<'static>, bool)) -> Model<'static> {
+    g.set_compact_saves(compact);
+    trained.build(g, file()).unwrap()
 }
 
 /// One step as `finetune_w2` runs it: forward, the input freed, cross-entropy,
@@ -63,7 +61,7 @@ fn step(g: &mut Graph<'static, f32, TAPE>, m: &Model<'static>, sgd: &mut Sgd, h:
     loss
 }
 
-fn plan(trained: Trained<'static>, h: usize, w: usize) -> usize {
+fn plan(trained: (Trained<'static>, bool), h: usize, w: usize) -> usize {
     let mut g: Graph<'static, f32, TAPE> = Graph::meta(usize::MAX);
     let m = build(&mut g, trained);
     let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).unwrap();
@@ -93,8 +91,14 @@ fn every_choice_reaches_exactly_its_plan_at_many_sizes() {
 
 /// The trained tensors' gradients after one step (no optimizer update), by name.
 fn grads(trained: Trained<'static>) -> Vec<(String, Vec<f32>)> {
+    grads_with(trained, false)
+}
+
+/// [`grads`], norm saves 16-bit with `compact`.
+fn grads_with(trained: Trained<'static>, compact: bool) -> Vec<(String, Vec<f32>)> {
     let arena: &'static mut [f32] = vec![0.0; 1 << 20].leak();
     let mut g: Graph<'static, f32, TAPE> = Graph::new(arena);
+    g.set_compact_saves(compact);
     let f = file();
     // Eval mode for every choice: the same function, whatever trains.
     g.set_training(false);
@@ -145,11 +149,37 @@ fn gradients_do_not_depend_on_what_else_trains() {
     }
 }
 
+/// 16-bit norm saves change only the BatchNorm scales' gradients, and only by rounding.
+#[test]
+fn compact_norm_saves_round_only_the_scale_gradients() {
+    let exact = grads_with(Trained::BiasesAndNorms, false);
+    let compact = grads_with(Trained::BiasesAndNorms, true);
+    assert_eq!(exact.len(), compact.len());
+    let mut scales = 0;
+    for ((name, e), (n2, c)) in exact.iter().zip(&compact) {
+        assert_eq!(name, n2);
+        if name.ends_with("bias") || name.starts_with("fc.") {
+            assert_eq!(e, c, "{name}: not a scale, so bit for bit the same");
+            continue;
+        }
+        scales += 1;
+        let norm = e.iter().map(|v| v.abs()).fold(0.0f32, f32::max);
+        for (a, b) in c.iter().zip(e) {
+            assert!((a - b).abs() <= 1e-2 * norm + 1e-6, "{name}: {a} vs {b}");
+        }
+    }
+    assert_eq!(scales, 15, "W2 has 15 BatchNorm scales");
+}
+
 #[test]
 fn freezing_saves_memory_in_order() {
-    let [all, norms, biases, head, last] = CHOICES.map(|t| plan(t, 28, 28));
+    let [all, norms, norms16, biases, head, last] = CHOICES.map(|t| plan(t, 28, 28));
     assert!(biases * 4 <= all, "biases + head {biases} vs all {all}");
-    assert!(head < biases && biases < norms && norms < all);
+    assert!(
+        norms16 * 4 <= all,
+        "biases + norm scales (16-bit saves) + head {norms16} vs all {all}"
+    );
+    assert!(head < biases && biases < norms16 && norms16 < norms && norms < all);
     assert!(last < all);
 }
 

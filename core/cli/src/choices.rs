@@ -16,16 +16,20 @@ use torchlet::plan::{Plan, Planner, Thousands};
 use torchlet::{Error, Graph};
 
 /// The plan of one training step of `file` at `dims` with `trained` parameters (SGD
-/// with `momentum`). `file` must live for the program (frozen tensors stay in it).
+/// with `momentum`; 16-bit norm saves with `compact`, see
+/// [`Graph::set_compact_saves`]). `file` must live for the program (frozen tensors
+/// stay in it).
 pub fn plan_choice(
     file: ModelFile<'static>,
     dims: &[usize],
     trained: Trained<'static>,
     momentum: f32,
+    compact: bool,
 ) -> Result<Plan, String> {
     let all = trained == Trained::All;
     let planner = Planner::new(
         move |g: &mut Graph<'static, f32, TAPE>| {
+            g.set_compact_saves(compact);
             let m = trained.build(g, file).map_err(Error::from)?;
             if momentum != 0.0 {
                 Sgd::new(g, 0.01, momentum, 0.0)?;
@@ -62,13 +66,14 @@ pub fn run(
     momentum: f32,
 ) -> Result<(), String> {
     let mut choices = vec![
-        ("all parameters", Trained::All),
-        ("biases + norm scales + head", Trained::BiasesAndNorms),
-        ("biases + head", Trained::Biases),
-        ("head only", Trained::Head),
+        ("all parameters", Trained::All, false),
+        ("biases + norm scales + head", Trained::BiasesAndNorms, false),
+        ("  the same, 16-bit norm saves", Trained::BiasesAndNorms, true),
+        ("biases + head", Trained::Biases, false),
+        ("head only", Trained::Head, false),
     ];
     if !patterns.is_empty() {
-        choices.insert(1, ("--train-only patterns", Trained::Matching(patterns)));
+        choices.insert(1, ("--train-only patterns", Trained::Matching(patterns), false));
     }
     let size: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
     println!(
@@ -79,8 +84,8 @@ pub fn run(
         "  {:<30} {:>14} {:>12} {:>14} {:>12}",
         "trained", "values", "step", "parameters", "forward"
     );
-    for (what, t) in choices {
-        let p = plan_choice(file, dims, t, momentum)?;
+    for (what, t, compact) in choices {
+        let p = plan_choice(file, dims, t, momentum, compact)?;
         println!(
             "  {:<30} {:>14} {:>12} {:>14} {:>12}",
             what,
@@ -91,7 +96,7 @@ pub fn run(
         );
     }
     println!(
-        "  (frozen tensors read in place from the file; BatchNorm statistics frozen except for \"all\")"
+        "  (frozen tensors read in place from the file; BatchNorm statistics frozen except for \"all\";\n   16-bit norm saves: each trained BatchNorm scale's gradient reads its normalised input kept\n   as bfloat16, see Graph::set_compact_saves)"
     );
     Ok(())
 }

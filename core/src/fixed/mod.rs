@@ -418,6 +418,15 @@ impl Scalar for Q16 {
     fn from_bits(bits: u32) -> Q16 {
         Q16(bits as i32)
     }
+    #[inline]
+    fn to_half(self) -> u16 {
+        let q8 = self.0.saturating_add(128) >> 8;
+        q8.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16 as u16
+    }
+    #[inline]
+    fn from_half(h: u16) -> Q16 {
+        Q16(i32::from(h as i16) << 8)
+    }
     fn div(self, rhs: Q16) -> Q16 {
         math::div(self, rhs)
     }

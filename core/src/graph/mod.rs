@@ -77,6 +77,8 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     check_finite: bool,
     /// Train (true) or eval mode, read by layers (see [`Graph::set_training`]).
     pub(crate) training: bool,
+    /// Whether ops may keep lossy 16-bit saves (see [`Graph::set_compact_saves`]).
+    pub(crate) compact_saves: bool,
     /// Dropout's generator state: each dropout call takes its mask seed from it.
     pub(crate) dropout_state: u32,
     /// The optimizer's hook called during backward (fused SGD, see
@@ -115,6 +117,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             grad_enabled: true,
             check_finite: true,
             training: true,
+            compact_saves: false,
             dropout_state: 0,
             param_hook: None,
             trace: None,

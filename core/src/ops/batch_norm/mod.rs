@@ -12,12 +12,17 @@
 //!   gradients need: each channel's mean and inverse standard deviation (`2 * C`
 //!   values) with batch statistics or a trained weight; with fixed statistics and a
 //!   frozen weight, only the scale `w / sqrt(var + eps)` (`C` values, flagged by
-//!   `params[1]`); nothing without gradients and fixed statistics.
+//!   `params[1]`); nothing without gradients and fixed statistics. With fixed
+//!   statistics, a trained weight and [`Graph::set_compact_saves`], the normalised
+//!   input in 16 bits after the `2 * C` statistics, instead of keeping the input.
+
+mod backward;
 
 use super::registry::{flag, need, opt, real, Attrs, OpSpec};
 use crate::arena::Span;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, Node, NodeId, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{Graph, Node, Op, OpKind, Tensor, NO_PARAMS};
+use crate::kernels::half_saves as half;
 use crate::kernels::norm::{self as k, NormGeom};
 use crate::scalar::Scalar;
 use crate::shape::Shape;
@@ -38,6 +43,13 @@ static BATCH_NORM: OpKind = OpKind {
 static BATCH_NORM_FIXED: OpKind = OpKind {
     name: OP,
     reads_inputs: [0b010, 0b001, 0],
+    reads_output: false,
+};
+/// batch_norm's records with fixed statistics and compact saves (`params[2]` is 1):
+/// the weight's gradient reads the record's 16-bit normalised values, never the input.
+static BATCH_NORM_COMPACT: OpKind = OpKind {
+    name: OP,
+    reads_inputs: [0, 0b001, 0],
     reads_output: false,
 };
 
@@ -134,8 +146,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// [`Graph::batch_norm`] in place, for fixed statistics: the output takes over
     /// `x`'s memory and `x`'s handle is consumed (later use is refused). Refused, with
-    /// `x` left intact, in training mode, when the weight trains (its gradient reads
-    /// `x`), or when something recorded still needs `x` or a view of it is alive.
+    /// `x` left intact, in training mode, when the weight trains without
+    /// [`Graph::set_compact_saves`] (its gradient reads `x`), or when something
+    /// recorded still needs `x` or a view of it is alive.
     pub fn batch_norm_(
         &mut self,
         x: Tensor,
@@ -227,21 +240,30 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let weight_trains = wi.is_some_and(|w| self.nodes[w].requires_grad());
         // Fixed statistics and a frozen weight: backward needs only the scale.
         let folded = !p.training && !weight_trains;
+        // Fixed statistics, a trained weight, and 16-bit saves allowed: the normalised
+        // input is kept after the statistics, and the input itself is not read again.
+        let compact = !p.training && weight_trains && self.compact_saves;
+        let stats_len = g.c.checked_mul(2).ok_or(Error::Overflow { op: OP })?;
         let saved_len = match (p.training || weight_trains, rg) {
-            (true, _) => g.c.checked_mul(2).ok_or(Error::Overflow { op: OP })?,
+            (true, _) if compact => stats_len
+                .checked_add(half::half_words(xs.numel()))
+                .ok_or(Error::Overflow { op: OP })?,
+            (true, _) => stats_len,
             (false, true) => g.c,
             (false, false) => 0,
         };
         let mut params = NO_PARAMS;
         params[0] = p.training as u16;
         params[1] = folded as u16;
+        params[2] = compact as u16;
         let op = match rg {
             true if p.training => Op::new(&BATCH_NORM, [Some(xi), wi, bi], params),
+            true if compact => Op::new(&BATCH_NORM_COMPACT, [Some(xi), wi, bi], params),
             true => Op::new(&BATCH_NORM_FIXED, [Some(xi), wi, bi], params),
             false => Op::LEAF,
         };
         let out = match in_place {
-            true => self.batch_norm_take_over(xi, weight_trains, p, op, rg, saved_len)?,
+            true => self.batch_norm_take_over(xi, weight_trains && !compact, p, op, rg, saved_len)?,
             false => self.push(xs, op, Some(Self::batch_norm_rule), rg, saved_len)?,
         };
         let node = self.nodes[out.id as usize];
@@ -287,10 +309,16 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 }
                 self.exec([m, v], saved, |[m, v], s| {
                     s[..c].copy_from_slice(m);
-                    for (r, &v) in s[c..].iter_mut().zip(v) {
+                    for (r, &v) in s[c..2 * c].iter_mut().zip(v) {
                         *r = k::inv_std(v, eps);
                     }
                 })?;
+                if compact {
+                    self.exec([xd], saved, |[x], s| {
+                        let (stats, packed) = s.split_at_mut(2 * c);
+                        half::pack_normalized(g, x, stats, packed)
+                    })?;
+                }
             }
         }
         let span = |i: Option<usize>| i.map_or(Span::EMPTY, |i| self.nodes[i].data);
@@ -307,19 +335,20 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// The record of an in-place batch_norm: its output is `x`'s span, `x` is
-    /// consumed; refused (nothing changed) when [`Graph::batch_norm_`] says so.
+    /// consumed; refused (nothing changed) when [`Graph::batch_norm_`] says so
+    /// (`reads_input`: the weight's gradient would read `x`).
     fn batch_norm_take_over(
         &mut self,
         xi: usize,
-        weight_trains: bool,
+        reads_input: bool,
         p: BatchNormParams,
         op: Op,
         rg: bool,
         saved_len: usize,
     ) -> Result<Tensor> {
-        if p.training || weight_trains || xi < self.num_params() || !self.can_overwrite(xi) {
+        if p.training || reads_input || xi < self.num_params() || !self.can_overwrite(xi) {
             return Err(Error::InvalidState {
-                what: "batch_norm_: needs fixed statistics, a frozen weight, and an input nothing else needs (use batch_norm)",
+                what: "batch_norm_: needs fixed statistics, a frozen weight (or compact saves), and an input nothing else needs (use batch_norm)",
             });
         }
         self.ensure_room()?;
@@ -335,129 +364,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(out)
     }
 
-    /// batch_norm's backward rule, recorded by [`Graph::batch_norm`].
-    fn batch_norm_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
-        let op = g
-            .record(i, &BATCH_NORM)
-            .or_else(|_| g.record(i, &BATCH_NORM_FIXED))?;
-        let (x, w, b) = (op.input(0), op.opt_input(1), op.opt_input(2));
-        match op.params[1] == 1 {
-            true => g.batch_norm_folded_backward(i, x, w, b),
-            false => g.batch_norm_backward(i, x, w, b, op.params[0] == 1),
-        }
-    }
-
-    fn batch_norm_backward(
-        &mut self,
-        i: usize,
-        x: NodeId,
-        w: Option<NodeId>,
-        b: Option<NodeId>,
-        batch: bool,
-    ) -> Result<()> {
-        let gy = self.grads_for(i)?;
-        let (xn, saved) = (self.nodes[x as usize], self.nodes[i].saved);
-        let g = norm_geom(OP, xn.shape())?;
-        let c = g.c;
-        let wd = w.map_or(Span::EMPTY, |w| self.nodes[w as usize].data);
-        if batch {
-            return self.batch_norm_batch_backward(g, [xn.data, gy, saved, wd], x, w, b);
-        }
-        if let Some(gw) = w.and_then(|w| self.grad_of(w)) {
-            self.exec([xn.data, gy, saved], gw, |[x, gy, s], gw| {
-                k::affine_grads(g, x, gy, s, c, |_, ch| ch, gw, &mut [])
-            })?;
-        }
-        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([gy], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
-        }
-        // With fixed statistics the input's gradient is the output's scaled per
-        // channel: scaled in place, it becomes the input's when it has none yet.
-        let scale = |g2: &mut Self, gy: Span| {
-            g2.exec([saved, wd], gy, |[s, w], gy| {
-                k::scale_channels_in_place(g, s, w, gy)
-            })
-        };
-        if self.pass_grad_in_place(i, x, scale)? {
-            return Ok(());
-        }
-        if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, saved, wd], gx, |[gy, s, w], gx| {
-                k::fixed_backward_input(g, gy, s, w, gx)
-            })?;
-        }
-        Ok(())
-    }
-
-    /// Backward with batch statistics: the weight's and the input's gradients from one
-    /// pass of sums (`reads`: input, output gradient, saved statistics, weight).
-    fn batch_norm_batch_backward(
-        &mut self,
-        g: NormGeom,
-        reads: [Span; 4],
-        x: NodeId,
-        w: Option<NodeId>,
-        b: Option<NodeId>,
-    ) -> Result<()> {
-        let gw = w.and_then(|w| self.grad_of(w)).unwrap_or(Span::EMPTY);
-        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([reads[1]], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
-        }
-        match self.grad_of(x) {
-            Some(gx) if !self.arena.is_meta() => {
-                let (r, gw, gx) = self.arena.views2(reads, gw, gx)?;
-                k::batch_norm_backward_batch(g, r[0], r[1], r[2], r[3], gw, gx);
-            }
-            Some(_) => {}
-            None if gw.len > 0 => {
-                let [xd, gy, saved, _] = reads;
-                self.exec([xd, gy, saved], gw, |[x, gy, s], gw| {
-                    k::affine_grads(g, x, gy, s, g.c, |_, ch| ch, gw, &mut [])
-                })?;
-            }
-            None => {}
-        }
-        Ok(())
-    }
-
-    /// Backward of a record with fixed statistics and a frozen weight: the saved
-    /// values are the per-channel scales.
-    fn batch_norm_folded_backward(
-        &mut self,
-        i: usize,
-        x: NodeId,
-        w: Option<NodeId>,
-        b: Option<NodeId>,
-    ) -> Result<()> {
-        if w.and_then(|w| self.grad_of(w)).is_some() {
-            return Err(Error::InvalidState {
-                what: "batch_norm: the weight was frozen when the op was recorded, so its gradient cannot be computed",
-            });
-        }
-        let gy = self.grads_for(i)?;
-        let (xs, saved) = (self.nodes[x as usize].shape(), self.nodes[i].saved);
-        let g = norm_geom(OP, xs)?;
-        if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([gy], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
-        }
-        let scale =
-            |g2: &mut Self, gy: Span| g2.exec([saved], gy, |[s], gy| k::scale_grad_in_place(g, s, gy));
-        if self.pass_grad_in_place(i, x, scale)? {
-            return Ok(());
-        }
-        if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, saved], gx, |[gy, s], gx| k::add_scaled_grad(g, s, gy, gx))?;
-        }
-        Ok(())
-    }
-
     fn batch_norm_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
         let p = BatchNormParams::from_attrs(a)?;
         g.batch_norm(need(OP, t, 0)?, opt(t, 1), opt(t, 2), opt(t, 3), opt(t, 4), p)
     }
 
     /// The in-place form by name ([`Graph::batch_norm_`]): only with fixed statistics
-    /// and a frozen scale, `None` otherwise.
+    /// and a frozen scale (or compact saves), `None` otherwise.
     fn batch_norm_in_place(
         g: &mut Graph<'_, S, N>,
         t: &[Option<Tensor>],
@@ -468,7 +381,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             Err(e) => return Some(Err(e)),
         };
         let weight_trains = opt(t, 1).is_some_and(|w| g.requires_grad(w).unwrap_or(true));
-        if p.training || weight_trains {
+        if p.training || (weight_trains && !g.compact_saves) {
             return None;
         }
         Some(g.batch_norm_(opt(t, 0)?, opt(t, 1), opt(t, 2), opt(t, 3), opt(t, 4), p))

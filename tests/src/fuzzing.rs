@@ -299,6 +299,34 @@ pub fn model_load(data: &[u8]) {
     if let Ok(w) = m.to_weights_bytes(&g) {
         io::Weights::parse(&w).unwrap();
     }
+    in_place_forward(file, &mins);
+}
+
+/// `file`'s frozen tensors read in place from its bytes (int8 weights included), as a
+/// device runs them: eval mode, a forward pass at the smallest inputs when small.
+fn in_place_forward(file: torchlet::model::ModelFile<'_>, mins: &[Vec<usize>]) {
+    use torchlet::model::{Model, Placement, TensorKind};
+    let mut arena = vec![0.0f32; 1 << 16];
+    let mut g: Graph<f32, 64> = Graph::new(&mut arena);
+    g.set_training(false);
+    let place = |t: &torchlet::model::TensorRecord<'_>| match t.kind {
+        TensorKind::Param { trainable: true } => Placement::Train,
+        _ => Placement::InPlace,
+    };
+    let Ok(m) = Model::in_place(&mut g, file, place) else {
+        return;
+    };
+    if mins.iter().all(|d| d.iter().product::<usize>() <= 4096) {
+        let xs: Option<Vec<_>> = mins
+            .iter()
+            .map(|d| g.input(d, &vec![0.25; d.iter().product()]).ok())
+            .collect();
+        if let Some(xs) = xs {
+            if let Ok(y) = m.forward(&mut g, &xs) {
+                let _ = g.data(y);
+            }
+        }
+    }
 }
 
 const MODEL_OPS: &[&str] = &[
@@ -358,13 +386,18 @@ fn model_spec(u: &mut Unstructured) -> Result<torchlet::model::spec::GraphSpec> 
             _ => TensorKind::Buffer,
         };
         let data = (0..n).map(|i| (i % 7) as f32 / 7.0 - 0.3).collect();
-        spec.tensors.push(TensorSpec {
+        let mut t = TensorSpec {
             name: format!("t{k}"),
             kind,
             dims,
             data,
             int8: None,
-        });
+        };
+        // Some frozen parameters as int8 records (kind 3), wherever an op reads them.
+        if kind == (TensorKind::Param { trainable: false }) && u.arbitrary()? {
+            t.quantize_int8();
+        }
+        spec.tensors.push(t);
     }
     let refs = |u: &mut Unstructured, nodes: usize, s: &GraphSpec| -> Result<ValueRef> {
         Ok(match u.int_in_range(0..=3)? {

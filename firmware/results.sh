@@ -21,7 +21,7 @@ cargo build --release -q
 cargo build --release -q --features small-kernels --target-dir target/small-kernels \
     --bin w1_train_size --bin kernel_bench --bin fault
 cargo build --profile m0-size -q --target thumbv6m-none-eabi --bin finetune_m0
-cargo build --release -q --features ram64k,small-kernels --target-dir target/ram64k --bin finetune_w2
+cargo build --release -q --features ram64k,small-kernels --target-dir target/ram64k --bin finetune_w2 --bin finetune_w2_int8
 cargo build --profile m0-bench -q --target thumbv6m-none-eabi --features mps2-an385 "${m0[@]/#/--bin=}"
 
 # run NAME ELF: runs the program, keeps its log in $logs/NAME.log, fails unless it exits 0.
@@ -39,6 +39,7 @@ m4=target/thumbv7em-none-eabihf/release
 run finetune $m4/finetune
 run finetune_model $m4/finetune_model
 run finetune_w2 target/ram64k/thumbv7em-none-eabihf/release/finetune_w2
+run finetune_w2_int8 target/ram64k/thumbv7em-none-eabihf/release/finetune_w2_int8
 run w1_step $m4/w1_step
 run kernel_bench $m4/kernel_bench
 run w1_train_size $m4/w1_train_size
@@ -72,6 +73,9 @@ tmp=$(mktemp)
     section "Fine-tuning W2 (mobile-fcn) in 64 KiB of RAM on the Cortex-M4F (f32; biases + classifier)" \
         "cargo run --release --features ram64k,small-kernels --target-dir target/ram64k --bin finetune_w2" \
         "$logs/finetune_w2.log"
+    section "The same with int8 convolution weights read in place from flash" \
+        "cargo run --release --features ram64k,small-kernels --target-dir target/ram64k --bin finetune_w2_int8" \
+        "$logs/finetune_w2_int8.log"
     section "One W1 training step on the Cortex-M4F" \
         "cargo run --release --bin w1_step" "$logs/w1_step.log"
     section "f32 conv kernels on the Cortex-M4F: instructions per MAC" \

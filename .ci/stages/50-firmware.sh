@@ -102,8 +102,10 @@ cmp target/w2_pretrained.tlm assets/w2_pretrained.tlm ||
     { echo "FAIL: assets/w2_pretrained.tlm is not what make_w2_model.sh makes" >&2; exit 1; }
 # Linked with a 64 KiB RAM region (feature ram64k); the size-first kernels (feature
 # small-kernels) keep the convolutions' stack small.
-cargo clippy --release -q --features ram64k,small-kernels --target-dir target/ram64k --bin finetune_w2 -- -D warnings
-cargo build --release -q --features ram64k,small-kernels --target-dir target/ram64k --bin finetune_w2
+cargo clippy --release -q --features ram64k,small-kernels --target-dir target/ram64k \
+    --bin finetune_w2 --bin finetune_w2_int8 -- -D warnings
+cargo build --release -q --features ram64k,small-kernels --target-dir target/ram64k \
+    --bin finetune_w2 --bin finetune_w2_int8
 DIR=target/ram64k run_bin finetune_w2
 expect finetune_w2 'model file: [0-9]+ bytes of flash \(CRC-32 ok\), 92 tensors, 45 nodes; training 17 tensors'
 expect finetune_w2 'plan 28x28 training step: all parameters train [0-9]+ bytes; biases \+ classifier, the rest read in place from flash, [0-9]+ bytes'
@@ -112,6 +114,18 @@ expect finetune_w2 'instructions per training step: mean [0-9]+'
 expect finetune_w2 'held-out accuracy: before [0-9]+/100, after [0-9]+/100 \(required: \+20 points\)'
 expect finetune_w2 'RAM: static [0-9]+ bytes \+ stack high-water [0-9]+ bytes = [0-9]+ of 65536 bytes'
 expect finetune_w2 'PASS finetune_w2'
+
+echo "--- finetune_w2_int8: the same with int8 convolution weights read in place from flash (M4F)"
+(cd .. && OUT=firmware/target/w2_int8.tlm bash firmware/make_w2_model.sh --int8)
+cmp target/w2_int8.tlm assets/w2_int8.tlm ||
+    { echo "FAIL: assets/w2_int8.tlm is not what make_w2_model.sh --int8 makes" >&2; exit 1; }
+DIR=target/ram64k run_bin finetune_w2_int8
+expect finetune_w2_int8 'model file: [0-9]+ bytes of flash \(CRC-32 ok\), 92 tensors, 45 nodes; training 17 tensors'
+expect finetune_w2_int8 'plan 28x28 training step: biases \+ classifier, the rest read in place from flash \(15 int8 convolution weights\), [0-9]+ bytes'
+expect finetune_w2_int8 'steps whose high-water differed from the plan: 0$'
+expect finetune_w2_int8 'held-out accuracy: before [0-9]+/100, after [0-9]+/100 \(required: \+20 points\)'
+expect finetune_w2_int8 'RAM: static [0-9]+ bytes \+ stack high-water [0-9]+ bytes = [0-9]+ of 65536 bytes'
+expect finetune_w2_int8 'PASS finetune_w2_int8'
 
 echo "--- bad_input: corrupt weights, oversized sample, step longer than the tape (M4F)"
 run_bin bad_input

@@ -17,6 +17,7 @@ pub mod m0_recipe;
 pub mod stack;
 pub mod w1;
 pub mod w1_head;
+pub mod w2;
 pub mod weights;
 
 use cortex_m_rt::{exception, ExceptionFrame};

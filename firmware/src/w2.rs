@@ -105,3 +105,46 @@ pub fn run(
     let ram_ok = stack::report_ram(stack::high_water());
     Ok(ok && ram_ok)
 }
+
+/// The whole program of a W2 fine-tuning run (`finetune_w2`, `finetune_w2_int8`, which
+/// differ only in their model file): the model file `$model` (an `include_bytes!`) in
+/// flash, 4-byte aligned so frozen tensors are read in place; the digits `$samples`;
+/// the heap the arena comes from (the largest step's plan, 44,044 bytes at 22x22, with
+/// the allocator's few bytes); `main`, which runs [`run`] and ends on its outcome.
+#[macro_export]
+macro_rules! w2_program {
+    ($name:literal, $model:expr, $samples:expr) => {
+        extern crate alloc;
+
+        const MODEL_LEN: usize = $model.len();
+        static MODEL: $crate::Aligned<MODEL_LEN> = $crate::Aligned(*$model);
+        const HEAP_BYTES: usize = 44 * 1024 + 512;
+        #[global_allocator]
+        static HEAP: $crate::heap::CountingHeap = $crate::heap::CountingHeap::empty();
+        static mut HEAP_MEM: [core::mem::MaybeUninit<u8>; HEAP_BYTES] =
+            [core::mem::MaybeUninit::uninit(); HEAP_BYTES];
+
+        /// The arena, from the heap: `words` zeroed `f32`s, kept for the rest of the run.
+        fn take_arena(words: usize) -> &'static mut [f32] {
+            alloc::vec![0.0f32; words].leak()
+        }
+
+        #[cortex_m_rt::entry]
+        fn main() -> ! {
+            $crate::stack::paint();
+            // SAFETY: the heap's memory, handed over once before any allocation.
+            #[allow(static_mut_refs)]
+            unsafe {
+                HEAP.init(HEAP_MEM.as_ptr() as usize, HEAP_BYTES)
+            };
+            let cp = cortex_m::Peripherals::take()
+                .unwrap_or_else(|| $crate::exit($crate::code::ENGINE_ERROR));
+            $crate::counter::start(cp.SYST);
+            $crate::finish(
+                defmt::intern!($name),
+                defmt::intern!("accuracy margin, plan, allocation or RAM check failed"),
+                $crate::w2::run(&MODEL.0, $samples, &HEAP, take_arena),
+            )
+        }
+    };
+}

@@ -109,6 +109,10 @@ impl<S: Scalar, const N: usize> Block<S, N> for InvertedResidual {
         if !self.residual {
             return Ok(p);
         }
+        // The projection's output has no other reader: the sum takes over its memory.
+        if g.can_overwrite_tensor(p) {
+            return g.add_(p, x);
+        }
         let y = g.add(x, p)?;
         g.free(p)?;
         Ok(y)

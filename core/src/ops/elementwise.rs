@@ -1,10 +1,11 @@
 //! add, sub, mul and div of two tensors of the same shape. A tensor used on both sides gets
 //! both contributions, since gradients accumulate with `+=`.
 
-use super::registry::{need, Attrs, OpSpec};
+use super::registry::{need, opt, Attrs, OpSpec};
+use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::graph::reads;
-use crate::graph::{BackwardFn, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{BackwardFn, Graph, Node, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::{grad_map, zip_map};
 use crate::scalar::Scalar;
 
@@ -33,6 +34,19 @@ static DIV: OpKind = OpKind {
     reads_output: false,
 };
 
+/// The error of two operands whose shapes differ (`same` false).
+fn same_shape(kind: &OpKind, a: usize, b: usize, same: bool) -> Result<()> {
+    match same {
+        true => Ok(()),
+        false => Err(Error::ShapeMismatch {
+            op: kind.name,
+            what: "operands must have the same shape (the second has {found} elements, the first {expected})",
+            expected: a,
+            found: b,
+        }),
+    }
+}
+
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn binary(
         &mut self,
@@ -44,14 +58,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<Tensor> {
         let (ai, bi) = (self.id(a)?, self.id(b)?);
         let (an, bn) = (self.nodes[ai], self.nodes[bi]);
-        if an.shape() != bn.shape() {
-            return Err(Error::ShapeMismatch {
-                op: kind.name,
-                what: "operands must have the same shape (the second has {found} elements, the first {expected})",
-                expected: an.shape().numel(),
-                found: bn.shape().numel(),
-            });
-        }
+        same_shape(
+            kind,
+            an.shape().numel(),
+            bn.shape().numel(),
+            an.shape() == bn.shape(),
+        )?;
         let rg = self.needs_grad(&[Some(ai), Some(bi)]);
         let op = match rg {
             true => Op::new(kind, [Some(ai), Some(bi), None], NO_PARAMS),
@@ -68,7 +80,46 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.binary(&ADD, a, b, Self::add_rule, |x, y| x + y)
     }
 
-    /// add's backward rule, recorded by [`Graph::add`].
+    /// In-place `a + b` (PyTorch's `a.add_(b)`, a residual connection's sum): the
+    /// output takes over `a`'s memory and `a`'s handle is consumed. Refused, with `a`
+    /// left intact, when the shapes differ, or `a` is a parameter, is shared by a
+    /// view, or its value is needed for backward.
+    pub fn add_(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        let (ai, bi) = (self.id(a)?, self.id(b)?);
+        let (an, bn) = (self.nodes[ai], self.nodes[bi]);
+        same_shape(
+            &ADD,
+            an.shape().numel(),
+            bn.shape().numel(),
+            an.shape() == bn.shape(),
+        )?;
+        if ai < self.num_params() || !self.can_overwrite(ai) {
+            return Err(Error::InvalidState {
+                what: "add_: the first operand is a parameter, is shared by a view, or its value is needed for backward (use add)",
+            });
+        }
+        self.ensure_room()?;
+        let rg = self.needs_grad(&[Some(ai), Some(bi)]);
+        self.set_site("add_", crate::error::Phase::Forward);
+        let op = match rg {
+            true => Op::new(&ADD, [Some(ai), Some(bi), None], NO_PARAMS),
+            false => Op::LEAF,
+        };
+        let node = Node::new(an.shape(), an.data, op, Some(Self::add_rule), rg, Span::EMPTY);
+        let out = self.push_node(node)?;
+        self.nodes[ai].set_view();
+        self.nodes[ai].set_dropped();
+        self.report_trace(0);
+        match ai == bi {
+            true => self.exec([], an.data, |[], a| a.iter_mut().for_each(|v| *v = *v + *v))?,
+            false => self.exec([bn.data], an.data, |[b], a| {
+                a.iter_mut().zip(b).for_each(|(v, &w)| *v += w)
+            })?,
+        }
+        Ok(out)
+    }
+
+    /// add's backward rule, recorded by [`Graph::add`] and [`Graph::add_`].
     fn add_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &ADD)?;
         g.add_backward(i, op.input(0), op.input(1))
@@ -178,6 +229,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         g.add(need("add", t, 0)?, need("add", t, 1)?)
     }
 
+    /// add's in-place form by name ([`Graph::add_`], on input 0).
+    fn add_in_place(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Option<Result<Tensor>> {
+        Some(g.add_(opt(t, 0)?, opt(t, 1)?))
+    }
+
     fn mul_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
         g.mul(need("mul", t, 0)?, need("mul", t, 1)?)
     }
@@ -188,7 +244,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input", "other"],
         params: &[],
         call: Self::add_call,
-        in_place: None,
+        in_place: Some(Self::add_in_place),
     };
     /// mul by name.
     pub(crate) const MUL_SPEC: OpSpec<S, N> = OpSpec {

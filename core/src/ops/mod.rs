@@ -23,7 +23,7 @@
 //! | loss | `cross_entropy` (per-pixel, `ignore_index`), `nll_loss`, `mse_loss` | `loss.rs`, `nll.rs` |
 //!
 //! In-place forms for memory: [`Graph::relu_`], [`Graph::relu6_`], [`Graph::batch_norm_`]
-//! (fixed statistics); a model file's nodes use them through
+//! (fixed statistics), [`Graph::add_`]; a model file's nodes use them through
 //! [`OpSpec::in_place`](registry::OpSpec::in_place). Frozen int8 convolutions: `qconv.rs`
 //! (Q16 graphs, forward) and `conv_int8.rs` (`f32` graphs, forward and backward-input).
 //!

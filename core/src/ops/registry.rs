@@ -151,7 +151,7 @@ mod tests {
             .filter(|s| s.in_place.is_some())
             .map(|s| s.name)
             .collect();
-        assert_eq!(with, ["relu", "relu6", "batch_norm"]);
+        assert_eq!(with, ["relu", "relu6", "add", "batch_norm"]);
         let mut buf = vec![0.0f32; 2048];
         let mut g: Graph<'_, f32, 64> = Graph::new(&mut buf);
         let [w, b, m, v] = [0; 4].map(|_| g.buffer(&[2]).unwrap());
@@ -169,12 +169,15 @@ mod tests {
         for name in with {
             let x = g.input(&[1, 2, 2, 2], &vals).unwrap();
             let spec = OpSpec::<f32, 64>::find(name).unwrap();
+            // add's other operand is a tensor of the input's shape.
+            let other = if name == "add" { x } else { w };
             let a = g.mul_scalar(x, 1.0).unwrap();
-            let want = (spec.call)(&mut g, &[Some(a), Some(w), Some(b), Some(m), Some(v)], &eval).unwrap();
+            let want =
+                (spec.call)(&mut g, &[Some(a), Some(other), Some(b), Some(m), Some(v)], &eval).unwrap();
             let want = g.data(want).unwrap().to_vec();
             let a = g.mul_scalar(x, 1.0).unwrap();
             let in_place = spec.in_place.unwrap();
-            let y = in_place(&mut g, &[Some(a), Some(w), Some(b), Some(m), Some(v)], &eval);
+            let y = in_place(&mut g, &[Some(a), Some(other), Some(b), Some(m), Some(v)], &eval);
             let y = y.expect("applies").unwrap();
             assert_eq!(g.data(y).unwrap(), &want[..], "{name}");
             assert!(g.data(a).is_err(), "{name}: the input was overwritten");

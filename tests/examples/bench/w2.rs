@@ -121,6 +121,8 @@ pub fn convs(n: usize) -> Vec<(String, ConvGeom)> {
 
 /// Thread-CPU microseconds of each pass of each W2 convolution with the `f32` kernels at
 /// batch `n` (`--w2-convs`), and their sum: how much of a W2 step the convolutions take.
+/// The stem's backward-input is timed but left out of the sum: a step never runs it
+/// (the image needs no gradient).
 pub fn conv_profile(n: usize, quick: bool) {
     type Kernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
     let fwd: Kernel = |g, x, w, y| F32::conv2d_forward(g, x, w, None, y);
@@ -135,7 +137,7 @@ pub fn conv_profile(n: usize, quick: bool) {
         "conv", "forward", "backward-input", "backward-weight"
     );
     let mut total = [0.0f64; 3];
-    for (name, g) in convs(n) {
+    for (i, (name, g)) in convs(n).into_iter().enumerate() {
         let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
         let x: Vec<f32> = (0..g.n * g.c_in * g.h * g.w)
             .map(|i| (i % 13) as f32 * 0.1 - 0.6)
@@ -162,13 +164,15 @@ pub fn conv_profile(n: usize, quick: bool) {
                 kernel(&g, black_box(a), black_box(b), black_box(&mut out))
             })
             .cpu;
-            total[k] += us;
-            line.push_str(&format!(" {us:>8.1} ({:>5.1})", flops / us / 1e3));
+            let in_step = !(i == 0 && *pass == "backward-input");
+            total[k] += if in_step { us } else { 0.0 };
+            let mark = if in_step { ' ' } else { '*' };
+            line.push_str(&format!(" {us:>8.1}{mark}({:>5.1})", flops / us / 1e3));
         }
         println!("{line}");
     }
     println!(
-        "{:<24} {:>16.1} {:>16.1} {:>16.1}   all passes {:.1}",
+        "{:<24} {:>16.1} {:>16.1} {:>16.1}   all passes {:.1}\n(* not in a step, not summed: the stem's input needs no gradient)",
         "sum",
         total[0],
         total[1],

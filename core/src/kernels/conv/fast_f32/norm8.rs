@@ -15,9 +15,9 @@ use super::avx2::{load, splat, store, F8};
 use crate::kernels::compact::MASK_BITS;
 use crate::kernels::norm::NormGeom;
 use core::arch::x86_64::{
-    __m256, _mm256_add_ps, _mm256_and_ps, _mm256_and_si256, _mm256_blendv_ps, _mm256_castsi256_ps,
-    _mm256_cmp_ps, _mm256_cmpeq_epi32, _mm256_movemask_ps, _mm256_mul_ps, _mm256_set1_epi32,
-    _mm256_setr_epi32, _mm256_setzero_ps, _mm256_sub_ps, _CMP_GT_OQ, _CMP_LT_OQ,
+    __m256, _mm256_add_ps, _mm256_and_ps, _mm256_blendv_ps, _mm256_castsi256_ps, _mm256_cmp_ps,
+    _mm256_movemask_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_ps,
+    _mm256_sllv_epi32, _mm256_sub_ps, _CMP_GT_OQ, _CMP_LT_OQ,
 };
 
 /// `lanes.rs`'s tree over the eight chains, then the tail.
@@ -206,11 +206,18 @@ pub(super) fn relu6_masked(x: &mut [f32], mask: &mut [f32]) {
 /// `compact::relu_mask_in_place` for `f32`: `g = 0` where the mask bit is clear.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn relu_mask_in_place(g: &mut [f32], mask: &[f32]) {
-    let lo = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    let hi = _mm256_setr_epi32(256, 512, 1024, 2048, 4096, 8192, 16384, 32768);
+    // Bit `j` of the word moved to lane `j`'s sign bit selects `v` or 0. `v` goes
+    // through `black_box`: LLVM would otherwise see a select of the loaded value stored
+    // back and turn it into a masked store of zeros, which AMD CPUs run in microcode.
+    let lo = _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24);
+    let hi = _mm256_setr_epi32(23, 22, 21, 20, 19, 18, 17, 16);
     let keep = |v: __m256, bits: u32, sel| {
-        let b = _mm256_and_si256(_mm256_set1_epi32(bits as i32), sel);
-        _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, sel)))
+        let s = _mm256_sllv_epi32(_mm256_set1_epi32(bits as i32), sel);
+        _mm256_blendv_ps(
+            _mm256_setzero_ps(),
+            core::hint::black_box(v),
+            _mm256_castsi256_ps(s),
+        )
     };
     let mut chunks = g.chunks_exact_mut(MASK_BITS);
     let mut words = mask.iter();

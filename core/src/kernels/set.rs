@@ -65,6 +65,10 @@ pub trait KernelSet<S: Scalar> {
         compact::band_mask(x, mask, |v| v > S::ZERO && v < six);
         x.iter_mut().for_each(|v| *v = activation::relu6(*v));
     }
+    /// `x = max(x, 0)` in place, with the mask bits (see [`compact::relu_inplace_masked`]).
+    fn relu_masked(x: &mut [S], mask: &mut [S]) {
+        compact::relu_inplace_masked(x, mask)
+    }
     /// `g = 0` where the ReLU mask bit is clear (see [`compact::relu_mask_in_place`]).
     fn relu_mask_in_place(g: &mut [S], mask: &[S]) {
         compact::relu_mask_in_place(g, mask)
@@ -197,6 +201,13 @@ impl KernelSet<f32> for F32Tiles {
         }
         compact::band_mask(x, mask, |v| v > 0.0 && v < 6.0);
         x.iter_mut().for_each(|v| *v = activation::relu6(*v));
+    }
+    fn relu_masked(x: &mut [f32], mask: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::relu_masked(x, mask) {
+            return;
+        }
+        compact::relu_inplace_masked(x, mask)
     }
     fn relu_mask_in_place(g: &mut [f32], mask: &[f32]) {
         #[cfg(target_arch = "x86_64")]

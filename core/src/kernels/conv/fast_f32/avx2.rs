@@ -164,6 +164,15 @@ pub(crate) fn relu6_masked(x: &mut [f32], mask: &mut [f32]) -> bool {
     }
 }
 
+/// ReLU in place with its mask bits (`norm8.rs`); `false` (nothing written) without AVX2.
+pub(crate) fn relu_masked(x: &mut [f32], mask: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::relu_masked(x, mask) };
+        true
+    }
+}
+
 /// A ReLU mask applied to a gradient in place (`norm8.rs`); `false` (nothing written)
 /// without AVX2.
 pub(crate) fn relu_mask_in_place(g: &mut [f32], mask: &[f32]) -> bool {

@@ -1,4 +1,4 @@
-//! BatchNorm's and ReLU6's passes over 8-lane AVX2 vectors, bit for bit the generic
+//! BatchNorm's, ReLU's and ReLU6's passes over 8-lane AVX2 vectors, bit for bit the generic
 //! `f32` kernels (`kernels/norm.rs`, `kernels/compact.rs`), chosen at run time.
 //!
 //! - LLVM does not vectorise the generic kernels' lane-wise sums (`kernels/lanes.rs`):
@@ -9,15 +9,16 @@
 //!   are added in `lanes.rs`'s tree, so the sums are the same bits.
 //! - No FMA: every product is rounded before its sum, as in the generic code (Rust
 //!   does not contract `a * b + c`).
-//! - ReLU6's mask bits come from compares and `movemask`, 16 elements per mask word.
+//! - ReLU's and ReLU6's mask bits come from compares and `movemask`, 16 elements per
+//!   mask word.
 
 use super::avx2::{load, splat, store, F8};
 use crate::kernels::compact::MASK_BITS;
 use crate::kernels::norm::NormGeom;
 use core::arch::x86_64::{
     __m256, _mm256_add_ps, _mm256_and_ps, _mm256_blendv_ps, _mm256_castsi256_ps, _mm256_cmp_ps,
-    _mm256_movemask_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_ps,
-    _mm256_sllv_epi32, _mm256_sub_ps, _CMP_GT_OQ, _CMP_LT_OQ,
+    _mm256_max_ps, _mm256_movemask_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_setr_epi32,
+    _mm256_setzero_ps, _mm256_sllv_epi32, _mm256_sub_ps, _CMP_GT_OQ, _CMP_LT_OQ, _CMP_NLE_UQ,
 };
 
 /// `lanes.rs`'s tree over the eight chains, then the tail.
@@ -203,6 +204,46 @@ pub(super) fn relu6_masked(x: &mut [f32], mask: &mut [f32]) {
     }
 }
 
+/// `compact::relu_inplace_masked` for `f32`: `x = max(x, 0)` in place, with the bits
+/// of `!(x <= 0)` in `mask` (empty: none kept, and `-0.0` stays as in the generic loop).
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn relu_masked(x: &mut [f32], mask: &mut [f32]) {
+    let zero = _mm256_setzero_ps();
+    if mask.is_empty() {
+        let mut c = x.chunks_exact_mut(8);
+        for v in &mut c {
+            // `maxps` answers its second operand for NaN and for two zeros: NaN and
+            // -0.0 stay, as in the generic loop.
+            store(F8(_mm256_max_ps(zero, load(v).0)), v);
+        }
+        c.into_remainder()
+            .iter_mut()
+            .for_each(|v| *v = if *v < 0.0 { 0.0 } else { *v });
+        return;
+    }
+    // `black_box`: see `relu_mask_in_place`.
+    let keep = |v: __m256| {
+        let pos = _mm256_cmp_ps::<_CMP_NLE_UQ>(v, zero);
+        (
+            _mm256_and_ps(core::hint::black_box(v), pos),
+            _mm256_movemask_ps(pos) as u32,
+        )
+    };
+    let mut chunks = x.chunks_exact_mut(MASK_BITS);
+    let mut words = mask.iter_mut();
+    for (c, m) in (&mut chunks).zip(&mut words) {
+        let (y0, b0) = keep(load(c).0);
+        let (y1, b1) = keep(load(&c[8..]).0);
+        store(F8(y0), c);
+        store(F8(y1), &mut c[8..]);
+        *m = f32::from_bits(b0 | b1 << 8);
+    }
+    let rest = chunks.into_remainder();
+    if let Some(m) = words.next().filter(|_| !rest.is_empty()) {
+        crate::kernels::compact::relu_inplace_masked(rest, core::slice::from_mut(m));
+    }
+}
+
 /// `compact::relu_mask_in_place` for `f32`: `g = 0` where the mask bit is clear.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn relu_mask_in_place(g: &mut [f32], mask: &[f32]) {
@@ -298,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn relu6_and_its_mask_are_the_generic_bits() {
+    fn relu_relu6_and_their_masks_are_the_generic_bits() {
         if !avx2::available() {
             return;
         }
@@ -324,6 +365,15 @@ mod tests {
             let mut bare = x.clone();
             assert!(avx2::relu6_masked(&mut bare, &mut []));
             assert_eq!(bits(&bare), bits(&want), "relu6 unmasked {len}");
+            let (mut want, mut mw2) = (x.clone(), vec![0.0f32; words]);
+            compact::relu_inplace_masked(&mut want, &mut mw2);
+            let (mut got, mut mg2) = (x.clone(), vec![1.0f32; words]);
+            assert!(avx2::relu_masked(&mut got, &mut mg2));
+            assert_eq!((bits(&want), bits(&mw2)), (bits(&got), bits(&mg2)), "relu {len}");
+            let (mut want, mut got) = (x.clone(), x.clone());
+            compact::relu_inplace_masked(&mut want, &mut []);
+            assert!(avx2::relu_masked(&mut got, &mut []));
+            assert_eq!(bits(&want), bits(&got), "relu unmasked {len}");
             let gy = random(&mut rng, len);
             let (mut a, mut b) = (gy.clone(), gy);
             compact::relu_mask_in_place(&mut a, &mw);

@@ -38,16 +38,16 @@ pub trait KernelSet<S: Scalar> {
     fn max_pool2d_forward_packed(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
         pool::max::max_pool2d_forward_packed(g, x, y, idx)
     }
-    /// Batch norm's batch statistics (see [`norm::channel_stats`]).
+    /// Batch norm's batch statistics (`kernels/norm.rs`).
     fn channel_stats(g: NormGeom, x: &[S], stats: &mut [S], running_var: &mut [S], momentum: S) {
         norm::channel_stats(g, x, stats, running_var, momentum)
     }
-    /// `gb[ch] += sum gy` per channel (see [`norm::bias_grads`]).
+    /// `gb[ch] += sum gy` per channel (`kernels/norm.rs`).
     fn norm_bias_grads(g: NormGeom, gy: &[S], gb: &mut [S]) {
         norm::bias_grads(g, gy, gb)
     }
-    /// Batch norm's backward with batch statistics (see
-    /// [`norm::batch_norm_backward_batch`]).
+    /// Batch norm's backward with batch statistics, weight and input gradients from one
+    /// pass of sums (`kernels/norm.rs`).
     fn batch_norm_backward_batch(
         g: NormGeom,
         x: &[S],
@@ -65,11 +65,11 @@ pub trait KernelSet<S: Scalar> {
         compact::band_mask(x, mask, |v| v > S::ZERO && v < six);
         x.iter_mut().for_each(|v| *v = activation::relu6(*v));
     }
-    /// `x = max(x, 0)` in place, with the mask bits (see [`compact::relu_inplace_masked`]).
+    /// `x = max(x, 0)` in place, with the mask bits (`kernels/compact.rs`).
     fn relu_masked(x: &mut [S], mask: &mut [S]) {
         compact::relu_inplace_masked(x, mask)
     }
-    /// `g = 0` where the ReLU mask bit is clear (see [`compact::relu_mask_in_place`]).
+    /// `g = 0` where the ReLU mask bit is clear (`kernels/compact.rs`).
     fn relu_mask_in_place(g: &mut [S], mask: &[S]) {
         compact::relu_mask_in_place(g, mask)
     }

@@ -289,6 +289,21 @@ impl<'a, S: Scalar> Arena<'a, S> {
         self.scratch_top = top - hole.len;
     }
 
+    /// Frees the sorted, disjoint scratch spans `holes` at once: each live run between
+    /// them slides down once, however many holes lie below it.
+    #[cfg(not(target_arch = "arm"))]
+    pub(crate) fn close_holes(&mut self, holes: &[Span]) {
+        let (top, mut shift) = (self.scratch_top, 0);
+        for (k, h) in holes.iter().enumerate() {
+            shift += h.len;
+            let end = holes.get(k + 1).map_or(top, |n| n.off);
+            if !self.is_meta() {
+                self.buf.copy_within(h.end()..end, h.end() - shift);
+            }
+        }
+        self.scratch_top = top - shift;
+    }
+
     /// Frees all scratch (end of a step).
     pub(crate) fn reset_scratch(&mut self) {
         self.scratch_top = 0;

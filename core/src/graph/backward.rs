@@ -163,6 +163,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 }
             }
             // The output gradient and the saved values have served their purpose.
+            self.defer_reclaims();
             if !n.op().is_leaf() {
                 if let Some(g) = self.nodes[i].take_grad() {
                     self.reclaim(g);
@@ -177,6 +178,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             for j in n.op().inputs().into_iter().flatten() {
                 self.reclaim_if_unused(j as usize);
             }
+            self.close_pending();
         }
         if let Some(h) = hook {
             for j in 0..self.n_params {

@@ -96,6 +96,24 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if hole.len == 0 || hole.end() > top {
             return;
         }
+        #[cfg(not(target_arch = "arm"))]
+        if self.pending.on {
+            if self.pending.n < PENDING {
+                self.pending.spans[self.pending.n] = hole;
+                self.pending.n += 1;
+                // The spans inside die now; the ones above move when the holes close.
+                self.fix_spans(|s| {
+                    if s.off >= hole.off && s.off < hole.end() {
+                        *s = Span {
+                            off: hole.off,
+                            len: 0,
+                        };
+                    }
+                });
+                return;
+            }
+            self.close_pending();
+        }
         self.arena.close_hole(hole);
         let fix = |s: &mut Span| {
             if s.off >= hole.off && s.off < hole.end() {
@@ -107,6 +125,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 s.off -= hole.len;
             }
         };
+        self.fix_spans(fix);
+    }
+
+    /// Applies `fix` to every span the tape holds (data, saved values, gradients).
+    fn fix_spans(&mut self, fix: impl Fn(&mut Span)) {
         for n in self.nodes.iter_mut() {
             fix(&mut n.data);
             fix(&mut n.saved);
@@ -115,5 +138,101 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 n.set_grad(Some(g));
             }
         }
+    }
+
+    /// From here until [`Graph::close_pending`], freed spans are collected instead of
+    /// closed one by one (backward frees several per record: each close would slide
+    /// the live gradients above them down again).
+    pub(crate) fn defer_reclaims(&mut self) {
+        #[cfg(not(target_arch = "arm"))]
+        {
+            self.pending.on = true;
+        }
+    }
+
+    /// Closes the collected holes in one pass and stops collecting. Between
+    /// [`Graph::defer_reclaims`] and this call nothing may be allocated.
+    pub(crate) fn close_pending(&mut self) {
+        #[cfg(not(target_arch = "arm"))]
+        {
+            let (mut spans, n) = (self.pending.spans, self.pending.n);
+            self.pending = Pending::default();
+            let holes = &mut spans[..n];
+            holes.sort_unstable_by_key(|h| h.off);
+            let holes = &*holes;
+            debug_assert!(
+                holes.windows(2).all(|w| w[0].end() <= w[1].off),
+                "overlapping holes"
+            );
+            if holes.is_empty() {
+                return;
+            }
+            let top = self.arena.mark();
+            self.arena.close_holes(holes);
+            self.fix_spans(|s| {
+                if s.off < holes[0].off || s.off >= top {
+                    return;
+                }
+                let mut shift = 0;
+                for h in holes {
+                    if s.off >= h.end() {
+                        shift += h.len;
+                    } else if s.off >= h.off {
+                        *s = Span {
+                            off: h.off - shift,
+                            len: 0,
+                        };
+                        return;
+                    } else {
+                        break;
+                    }
+                }
+                s.off -= shift;
+            });
+        }
+    }
+}
+
+/// Holes a backward record frees, collected for [`Graph::close_pending`] (hosts and
+/// wasm; Cortex-M closes each at once and links none of this).
+#[cfg(not(target_arch = "arm"))]
+const PENDING: usize = 8;
+
+/// The collected holes (see [`Graph::defer_reclaims`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pending {
+    #[cfg(not(target_arch = "arm"))]
+    spans: [Span; PENDING],
+    #[cfg(not(target_arch = "arm"))]
+    n: usize,
+    #[cfg(not(target_arch = "arm"))]
+    on: bool,
+}
+
+#[cfg(all(test, not(target_arch = "arm")))]
+mod tests {
+    use crate::graph::Graph;
+
+    #[test]
+    fn collected_holes_close_at_once_and_the_spans_follow_their_data() {
+        let mut buf = [0.0f32; 64];
+        let mut g: Graph<f32, 8> = Graph::new(&mut buf);
+        let t: [_; 5] = core::array::from_fn(|k| g.input(&[k + 1], &[k as f32 + 0.5; 8][..k + 1]).unwrap());
+        let used = g.arena().used_bytes();
+        g.defer_reclaims();
+        g.free(t[3]).unwrap();
+        g.free(t[1]).unwrap();
+        // Nothing moves until the holes close.
+        assert_eq!(g.arena().used_bytes(), used);
+        assert_eq!(g.data(t[4]).unwrap(), &[4.5; 5]);
+        g.close_pending();
+        assert_eq!(g.arena().used_bytes(), used - 6 * 4);
+        for k in [0, 2, 4] {
+            assert_eq!(g.data(t[k]).unwrap(), &[k as f32 + 0.5; 8][..k + 1], "tensor {k}");
+        }
+        // Back to closing each hole at once.
+        g.free(t[2]).unwrap();
+        assert_eq!(g.arena().used_bytes(), used - 9 * 4);
+        assert_eq!(g.data(t[4]).unwrap(), &[4.5; 5]);
     }
 }

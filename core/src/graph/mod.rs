@@ -93,6 +93,8 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     planned_records: Option<usize>,
     /// The arena's high-water mark when backward last started (the forward pass's).
     pub(crate) forward_high_water: usize,
+    /// Holes backward frees while a record's memory is given back (`memory.rs`).
+    pending: memory::Pending,
 }
 
 impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
@@ -124,6 +126,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             tracer: None,
             planned_records: None,
             forward_high_water: 0,
+            pending: memory::Pending::default(),
         }
     }
 

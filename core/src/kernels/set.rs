@@ -9,7 +9,9 @@
 
 use super::conv::{self, ConvGeom};
 use super::linear;
+use super::norm::{self, NormGeom};
 use super::pool::{self, PoolGeom};
+use super::{activation, compact};
 use crate::fixed::Q16;
 use crate::scalar::Scalar;
 
@@ -35,6 +37,41 @@ pub trait KernelSet<S: Scalar> {
     /// Max pooling with packed winner positions (`kernels/pool/max.rs`).
     fn max_pool2d_forward_packed(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
         pool::max::max_pool2d_forward_packed(g, x, y, idx)
+    }
+    /// Batch norm's batch statistics (`kernels/norm.rs`).
+    fn channel_stats(g: NormGeom, x: &[S], stats: &mut [S], running_var: &mut [S], momentum: S) {
+        norm::channel_stats(g, x, stats, running_var, momentum)
+    }
+    /// `gb[ch] += sum gy` per channel (`kernels/norm.rs`).
+    fn norm_bias_grads(g: NormGeom, gy: &[S], gb: &mut [S]) {
+        norm::bias_grads(g, gy, gb)
+    }
+    /// Batch norm's backward with batch statistics, weight and input gradients from one
+    /// pass of sums (`kernels/norm.rs`).
+    fn batch_norm_backward_batch(
+        g: NormGeom,
+        x: &[S],
+        gy: &[S],
+        saved: &[S],
+        w: &[S],
+        gw: &mut [S],
+        gx: &mut [S],
+    ) {
+        norm::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx)
+    }
+    /// `x = relu6(x)` in place, with the bits of `0 < x < 6` in `mask` (empty: none kept).
+    fn relu6_masked(x: &mut [S], mask: &mut [S]) {
+        let six = S::from_count(6);
+        compact::band_mask(x, mask, |v| v > S::ZERO && v < six);
+        x.iter_mut().for_each(|v| *v = activation::relu6(*v));
+    }
+    /// `x = max(x, 0)` in place, with the mask bits (`kernels/compact.rs`).
+    fn relu_masked(x: &mut [S], mask: &mut [S]) {
+        compact::relu_inplace_masked(x, mask)
+    }
+    /// `g = 0` where the ReLU mask bit is clear (`kernels/compact.rs`).
+    fn relu_mask_in_place(g: &mut [S], mask: &[S]) {
+        compact::relu_mask_in_place(g, mask)
     }
     /// Fully connected: `y[b, o] = dot(x[b], w[o]) + bias[o]`.
     fn linear_forward(batch: usize, inp: usize, out: usize, x: &[S], w: &[S], b: Option<&[S]>, y: &mut [S]) {
@@ -127,6 +164,57 @@ impl KernelSet<f32> for F32Tiles {
             return;
         }
         pool::max::max_pool2d_forward_packed(g, x, y, idx)
+    }
+    fn channel_stats(g: NormGeom, x: &[f32], stats: &mut [f32], running_var: &mut [f32], momentum: f32) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::channel_stats(g, x, stats, running_var, momentum) {
+            return;
+        }
+        norm::channel_stats(g, x, stats, running_var, momentum)
+    }
+    fn norm_bias_grads(g: NormGeom, gy: &[f32], gb: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::bias_grads(g, gy, gb) {
+            return;
+        }
+        norm::bias_grads(g, gy, gb)
+    }
+    fn batch_norm_backward_batch(
+        g: NormGeom,
+        x: &[f32],
+        gy: &[f32],
+        saved: &[f32],
+        w: &[f32],
+        gw: &mut [f32],
+        gx: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx) {
+            return;
+        }
+        norm::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx)
+    }
+    fn relu6_masked(x: &mut [f32], mask: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::relu6_masked(x, mask) {
+            return;
+        }
+        compact::band_mask(x, mask, |v| v > 0.0 && v < 6.0);
+        x.iter_mut().for_each(|v| *v = activation::relu6(*v));
+    }
+    fn relu_masked(x: &mut [f32], mask: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::relu_masked(x, mask) {
+            return;
+        }
+        compact::relu_inplace_masked(x, mask)
+    }
+    fn relu_mask_in_place(g: &mut [f32], mask: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::relu_mask_in_place(g, mask) {
+            return;
+        }
+        compact::relu_mask_in_place(g, mask)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::graph::{
 };
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
+use crate::kernels::set::KernelSet;
 use crate::scalar::Scalar;
 
 /// A one-input op's record kind: backward reads the output (`reads_output`) or the input.
@@ -193,7 +194,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.report_trace(saved.len);
         if !self.arena.is_meta() {
             let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
-            c::relu_inplace_masked(xv, mv);
+            S::Kernels::relu_masked(xv, mv);
         }
         Ok(out)
     }
@@ -204,7 +205,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         // The output gradient, masked in place, becomes the input's when it has none yet.
         let mask = g.nodes[i].saved;
         if g.pass_grad_in_place(i, x, |g, gy| {
-            g.exec([mask], gy, |[m], gy| c::relu_mask_in_place(gy, m))
+            g.exec([mask], gy, |[m], gy| S::Kernels::relu_mask_in_place(gy, m))
         })? {
             return Ok(());
         }

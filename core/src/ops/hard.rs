@@ -11,6 +11,7 @@ use crate::graph::{Graph, Node, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::activation as k;
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::map;
+use crate::kernels::set::KernelSet;
 use crate::scalar::Scalar;
 
 /// relu6's records: backward reads the bit mask the record saved.
@@ -75,10 +76,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         self.nodes[xi].set_dropped();
         self.report_trace(saved.len);
         if !self.arena.is_meta() {
-            let six = S::from_count(6);
             let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
-            c::band_mask(xv, mv, |v| v > S::ZERO && v < six);
-            xv.iter_mut().for_each(|v| *v = k::relu6(*v));
+            S::Kernels::relu6_masked(xv, mv);
         }
         Ok(out)
     }
@@ -90,7 +89,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let mask = g.nodes[i].saved;
         // The output gradient, masked in place, becomes the input's when it has none yet.
         if g.pass_grad_in_place(i, x, |g, gy| {
-            g.exec([mask], gy, |[m], gy| c::relu_mask_in_place(gy, m))
+            g.exec([mask], gy, |[m], gy| S::Kernels::relu_mask_in_place(gy, m))
         })? {
             return Ok(());
         }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, NodeId};
 use crate::kernels::half_saves as half;
 use crate::kernels::norm::{self as k, NormGeom};
+use crate::kernels::set::KernelSet;
 use crate::scalar::Scalar;
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
@@ -83,12 +84,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<()> {
         let gw = w.and_then(|w| self.grad_of(w)).unwrap_or(Span::EMPTY);
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
-            self.exec([reads[1]], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
+            self.exec([reads[1]], gb, |[gy], gb| S::Kernels::norm_bias_grads(g, gy, gb))?;
         }
         match self.grad_of(x) {
             Some(gx) if !self.arena.is_meta() => {
                 let (r, gw, gx) = self.arena.views2(reads, gw, gx)?;
-                k::batch_norm_backward_batch(g, r[0], r[1], r[2], r[3], gw, gx);
+                S::Kernels::batch_norm_backward_batch(g, r[0], r[1], r[2], r[3], gw, gx);
             }
             Some(_) => {}
             None if gw.len > 0 => {

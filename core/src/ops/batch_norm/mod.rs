@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::half_saves as half;
 use crate::kernels::norm::{self as k, NormGeom};
+use crate::kernels::set::KernelSet;
 use crate::scalar::Scalar;
 use crate::shape::Shape;
 
@@ -277,11 +278,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                     (true, _) => {}
                     (false, Some((_, rv))) => {
                         let ([xv], st, rv) = self.arena.views2([xd], saved, rv)?;
-                        k::channel_stats(g, xv, st, rv, mom);
+                        S::Kernels::channel_stats(g, xv, st, rv, mom);
                     }
                     (false, None) => {
                         let ([xv], st) = self.arena.views([xd], saved)?;
-                        k::channel_stats(g, xv, st, &mut [], mom);
+                        S::Kernels::channel_stats(g, xv, st, &mut [], mom);
                     }
                 }
                 if let Some((m, _)) = run {

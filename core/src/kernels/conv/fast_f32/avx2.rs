@@ -14,8 +14,9 @@
 #![allow(unsafe_code)]
 
 use super::dw8::{self, Dw};
-use super::{strip, strip_weight};
+use super::{norm8, strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
+use crate::kernels::norm::NormGeom;
 use crate::kernels::pool::{max, PoolGeom};
 use core::arch::x86_64::{
     __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_set1_ps,
@@ -111,9 +112,80 @@ pub(crate) fn dw8_backward_weight(d: &Dw, gy: &[f32], x: &[f32], gw: &mut [f32])
     }
 }
 
+/// BatchNorm's batch statistics (`norm8.rs`); `false` (nothing written) without AVX2.
+pub(crate) fn channel_stats(
+    g: NormGeom,
+    x: &[f32],
+    stats: &mut [f32],
+    running_var: &mut [f32],
+    m: f32,
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::channel_stats(g, x, stats, running_var, m) };
+        true
+    }
+}
+
+/// BatchNorm's bias gradient (`norm8.rs`); `false` (nothing written) without AVX2.
+pub(crate) fn bias_grads(g: NormGeom, gy: &[f32], gb: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::bias_grads(g, gy, gb) };
+        true
+    }
+}
+
+/// BatchNorm's backward with batch statistics (`norm8.rs`); `false` (nothing written)
+/// without AVX2.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn batch_norm_backward_batch(
+    g: NormGeom,
+    x: &[f32],
+    gy: &[f32],
+    saved: &[f32],
+    w: &[f32],
+    gw: &mut [f32],
+    gx: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx) };
+        true
+    }
+}
+
+/// ReLU6 in place with its mask bits (`norm8.rs`); `false` (nothing written) without AVX2.
+pub(crate) fn relu6_masked(x: &mut [f32], mask: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::relu6_masked(x, mask) };
+        true
+    }
+}
+
+/// ReLU in place with its mask bits (`norm8.rs`); `false` (nothing written) without AVX2.
+pub(crate) fn relu_masked(x: &mut [f32], mask: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::relu_masked(x, mask) };
+        true
+    }
+}
+
+/// A ReLU mask applied to a gradient in place (`norm8.rs`); `false` (nothing written)
+/// without AVX2.
+pub(crate) fn relu_mask_in_place(g: &mut [f32], mask: &[f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::relu_mask_in_place(g, mask) };
+        true
+    }
+}
+
 /// Eight `f32` lanes in one `ymm` register.
 #[derive(Clone, Copy)]
-pub(crate) struct F8(__m256);
+pub(crate) struct F8(pub(crate) __m256);
 
 /// The first 8 words of `s` (panics if shorter, like slice indexing).
 #[target_feature(enable = "avx2,fma")]

@@ -27,6 +27,8 @@ pub mod conv;
 pub mod depthwise;
 pub mod dw8;
 mod dw8_body;
+#[cfg(target_arch = "x86_64")]
+mod norm8;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod strip;

@@ -289,12 +289,22 @@ impl Tiles<'_> {
     fn tile<const B: usize, const V: usize>(&self, p0: usize, dst: &mut [f32]) -> usize {
         let width = 8 * V;
         let plane = self.strip.out[0] * self.strip.out[1];
+        // Every position of the tile kept, in output order (rows without padding
+        // columns, e.g. 1x1 kernels): the accumulators load and store the output itself.
+        let whole = self.strip.row == self.strip.out[1] && p0 + width <= self.strip.len;
         let mut tmp = [0.0f32; OB * 24];
         let mut acc = [[splat(0.0); V]; B];
         match self.init {
             Init::Bias(bv) => {
                 for (a, &v) in acc.iter_mut().zip(&bv) {
                     *a = [splat(v); V];
+                }
+            }
+            Init::Load if whole => {
+                for (o, a) in acc.iter_mut().enumerate() {
+                    for (v, av) in a.iter_mut().enumerate() {
+                        *av = load(&dst[o * plane + p0 + 8 * v..]);
+                    }
                 }
             }
             Init::Load => {
@@ -323,6 +333,14 @@ impl Tiles<'_> {
                     *av = fma(wv, xv, *av);
                 }
             }
+        }
+        if whole {
+            for (o, a) in acc.iter().enumerate() {
+                for (v, &av) in a.iter().enumerate() {
+                    store(av, &mut dst[o * plane + p0 + 8 * v..]);
+                }
+            }
+            return width;
         }
         for (o, a) in acc.iter().enumerate() {
             for (v, &av) in a.iter().enumerate() {

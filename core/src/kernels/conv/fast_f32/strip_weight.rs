@@ -28,6 +28,9 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
     if taps == 0 {
         return false;
     }
+    if taps == 1 && g.pad == [0, 0] && [g.oh, g.ow] == [g.h, g.w] && pointwise(g, gy, x, gw) {
+        return true;
+    }
     if cin * taps < BY_POSITION_BELOW {
         return weight_by_position(g, &s, gy, x, gw);
     }
@@ -89,6 +92,84 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
                 }
             }
             c0 += nin;
+        }
+    }
+    true
+}
+
+/// Output and input channels of a [`pointwise`] tile.
+const PO: usize = 4;
+const PI: usize = 3;
+/// Words of [`pointwise`]'s stack buffer of packed rows (64 KiB).
+const PW_WORDS: usize = 16384;
+/// Fewest packed positions per chunk for [`pointwise`] (W2 at batch 32: its 7x7 and
+/// larger planes; 4x4 planes of many channels stay with the transposing kernel).
+const PW_MIN_RUN: usize = 192;
+
+/// Backward-weight of a 1x1 convolution without padding, a matrix product whose sum
+/// runs along both operands' rows: `gw[o][i] += sum over samples and positions of
+/// gy[o] * x[i]`.
+///
+/// - The planes of a chunk of samples are packed, channel by channel, into one long
+///   zero-padded row per channel (`gy`'s, then `x`'s), so the sums run over whole
+///   vectors with no per-sample or per-plane tails (W2's planes are 4x4 and 7x7).
+/// - A tile is `PO` output x `PI` input channels of 8-lane partial sums (12
+///   accumulators) over a chunk's rows, summed across lanes into `gw` once per chunk.
+///   Channel counts that are not multiples of the tile repeat the last channel and drop
+///   those sums.
+/// - `false` (nothing written) when a chunk would be shorter than [`PW_MIN_RUN`].
+#[target_feature(enable = "avx2,fma")]
+fn pointwise(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    let (cin, cout) = (g.c_in / g.groups, g.c_out / g.groups);
+    let p = g.h * g.w;
+    let per_row = PW_WORDS / (cin + cout).max(1) / 8 * 8;
+    let ns = (per_row / p.max(1)).min(g.n);
+    // Short chunks spend more on the sums across lanes than the tiles save.
+    if ns * p < PW_MIN_RUN || cin == 0 || cout == 0 {
+        return false;
+    }
+    let mut buf = [0.0f32; PW_WORDS];
+    for grp in 0..g.groups {
+        for n0 in (0..g.n).step_by(ns) {
+            let m = ns.min(g.n - n0);
+            let len = (m * p).next_multiple_of(8);
+            let rows = buf[..(cin + cout) * len].chunks_exact_mut(len);
+            for (r, row) in rows.enumerate() {
+                let (src, c, ch) = match r < cout {
+                    true => (gy, g.c_out, grp * cout + r),
+                    false => (x, g.c_in, grp * cin + r - cout),
+                };
+                for (k, d) in row[..m * p].chunks_exact_mut(p).enumerate() {
+                    d.copy_from_slice(&src[((n0 + k) * c + ch) * p..][..p]);
+                }
+                row[m * p..].fill(0.0);
+            }
+            let (gyp, xp) = buf[..(cin + cout) * len].split_at(cout * len);
+            for o0 in (0..cout).step_by(PO) {
+                let gr: [&[f32]; PO] = core::array::from_fn(|k| &gyp[(o0 + k).min(cout - 1) * len..][..len]);
+                for i0 in (0..cin).step_by(PI) {
+                    let xr: [&[f32]; PI] =
+                        core::array::from_fn(|k| &xp[(i0 + k).min(cin - 1) * len..][..len]);
+                    let mut acc = [[splat(0.0); PI]; PO];
+                    for q in (0..len).step_by(8) {
+                        let xv = xr.map(|r| load(&r[q..]));
+                        for (a, r) in acc.iter_mut().zip(&gr) {
+                            let gv = load(&r[q..]);
+                            for (av, &xv) in a.iter_mut().zip(&xv) {
+                                *av = fma(gv, xv, *av);
+                            }
+                        }
+                    }
+                    for (k, a) in acc.iter().enumerate().take(cout - o0) {
+                        for (j, &av) in a.iter().enumerate().take(cin - i0) {
+                            let mut l = [0.0f32; 8];
+                            store(av, &mut l);
+                            let sum = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+                            gw[(grp * cout + o0 + k) * cin + i0 + j] += sum;
+                        }
+                    }
+                }
+            }
         }
     }
     true

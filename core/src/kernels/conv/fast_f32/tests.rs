@@ -336,3 +336,24 @@ fn pointwise_planes_read_in_place_match_generic() {
         }
     }
 }
+
+#[test]
+fn pointwise_weight_gradient_over_packed_chunks_matches_generic() {
+    // 1x1 backward-weight packs chunks of samples into long rows: several chunks, a
+    // last partial one, packed lengths that are not multiples of 8, channel counts
+    // that are not multiples of the 4 x 3 tile, and groups.
+    let mut rng = Rng::new(12);
+    for (n, c_in, c_out, hw, groups) in [
+        (32, 16, 64, [7, 7], 1),
+        (5, 7, 5, [14, 14], 1),
+        (9, 16, 16, [9, 9], 2),
+        (40, 3, 10, [7, 7], 1),
+        (4, 1, 1, [15, 15], 1),
+    ] {
+        let g = geom(n, c_in, c_out, hw, [1, 1], [1, 1], [0, 0], [1, 1], groups).unwrap();
+        let handled = check(&mut rng, &g);
+        if cfg!(target_arch = "x86_64") && cpu_has_avx2_fma() {
+            assert!(handled[2] >= 2, "{g:?}: {handled:?}");
+        }
+    }
+}

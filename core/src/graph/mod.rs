@@ -94,6 +94,7 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     /// The arena's high-water mark when backward last started (the forward pass's).
     pub(crate) forward_high_water: usize,
     /// Holes backward frees while a record's memory is given back (`memory.rs`).
+    #[cfg_attr(target_arch = "arm", allow(dead_code))]
     pending: memory::Pending,
 }
 

@@ -67,6 +67,32 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             .all(pred)
     }
 
+    /// Records an in-place op on node `xi`, which the caller checked may be
+    /// overwritten ([`Graph::can_overwrite`]): the output node takes over `xi`'s span,
+    /// `saved_len` words are allocated for backward (given back if recording fails),
+    /// and `xi`'s handle is consumed. Returns the output and the saved span.
+    pub(crate) fn take_over(
+        &mut self,
+        site: &'static str,
+        xi: usize,
+        op: super::Op,
+        rule: Option<super::BackwardFn<S, N>>,
+        rg: bool,
+        saved_len: usize,
+    ) -> Result<(Tensor, Span)> {
+        self.ensure_room()?;
+        self.set_site(site, crate::error::Phase::Forward);
+        let mark = self.arena.mark();
+        let saved = self.arena.alloc(saved_len)?;
+        let xn = self.nodes[xi];
+        let node = super::Node::new(xn.shape(), xn.data, op, rule, rg, saved);
+        let out = self.push_node(node).inspect_err(|_| self.arena.release(mark))?;
+        self.nodes[xi].set_view();
+        self.nodes[xi].set_dropped();
+        self.report_trace(saved.len);
+        Ok((out, saved))
+    }
+
     /// Whether node `k`'s data may be overwritten in place: not a view, and no other
     /// live handle or pending backward uses the span.
     pub(crate) fn can_overwrite(&self, k: usize) -> bool {

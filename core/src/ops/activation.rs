@@ -6,7 +6,7 @@ use super::registry::{need, opt, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
 use crate::graph::reads;
 use crate::graph::{
-    f32_words, words_f32, BackwardFn, Graph, NoGrad, Node, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS,
+    f32_words, words_f32, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS,
 };
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
@@ -171,27 +171,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 what: "relu_: the input is a parameter, is shared by a view, or its value is needed for backward (use relu)",
             });
         }
-        self.ensure_room()?;
         let xn = self.nodes[xi];
         let rg = rule.is_some() && self.needs_grad(&[Some(xi)]);
         let n = xn.shape().numel();
-        let mark = self.arena.mark();
-        self.set_site("relu_", crate::error::Phase::Forward);
-        let saved = self.arena.alloc(if rg { c::mask_words(n) } else { 0 })?;
         let op = match rg {
             true => Op::unary(&RELU_MASKED, xi),
             false => Op::LEAF,
         };
-        let out = match self.push_node(Node::new(xn.shape(), xn.data, op, rule, rg, saved)) {
-            Ok(t) => t,
-            Err(e) => {
-                self.arena.release(mark);
-                return Err(e);
-            }
-        };
-        self.nodes[xi].set_view();
-        self.nodes[xi].set_dropped();
-        self.report_trace(saved.len);
+        let (out, saved) =
+            self.take_over("relu_", xi, op, rule, rg, if rg { c::mask_words(n) } else { 0 })?;
         if !self.arena.is_meta() {
             let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
             S::Kernels::relu_masked(xv, mv);

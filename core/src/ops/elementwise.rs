@@ -2,10 +2,9 @@
 //! both contributions, since gradients accumulate with `+=`.
 
 use super::registry::{need, opt, Attrs, OpSpec};
-use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::graph::reads;
-use crate::graph::{BackwardFn, Graph, Node, NodeId, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{BackwardFn, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::{grad_map, zip_map};
 use crate::scalar::Scalar;
 
@@ -98,18 +97,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 what: "add_: the first operand is a parameter, is shared by a view, or its value is needed for backward (use add)",
             });
         }
-        self.ensure_room()?;
         let rg = self.needs_grad(&[Some(ai), Some(bi)]);
-        self.set_site("add_", crate::error::Phase::Forward);
         let op = match rg {
             true => Op::new(&ADD, [Some(ai), Some(bi), None], NO_PARAMS),
             false => Op::LEAF,
         };
-        let node = Node::new(an.shape(), an.data, op, Some(Self::add_rule), rg, Span::EMPTY);
-        let out = self.push_node(node)?;
-        self.nodes[ai].set_view();
-        self.nodes[ai].set_dropped();
-        self.report_trace(0);
+        let (out, _) = self.take_over("add_", ai, op, Some(Self::add_rule), rg, 0)?;
         match ai == bi {
             true => self.exec([], an.data, |[], a| a.iter_mut().for_each(|v| *v = *v + *v))?,
             false => self.exec([bn.data], an.data, |[b], a| {

@@ -7,7 +7,7 @@
 use super::registry::{need, opt, Attrs, OpSpec};
 use crate::error::{Error, Result};
 use crate::graph::reads;
-use crate::graph::{Graph, Node, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::activation as k;
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::map;
@@ -61,20 +61,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 what: "relu6_: the input is a parameter, is shared by a view, or its value is needed for backward (use relu6)",
             });
         }
-        self.ensure_room()?;
         let xn = self.nodes[xi];
         let rg = self.needs_grad(&[Some(xi)]);
-        self.set_site("relu6_", crate::error::Phase::Forward);
-        let mark = self.arena.mark();
-        let saved = self
-            .arena
-            .alloc(if rg { c::mask_words(xn.shape().numel()) } else { 0 })?;
         let op = if rg { Op::unary(&RELU6, xi) } else { Op::LEAF };
-        let node = Node::new(xn.shape(), xn.data, op, Some(Self::relu6_rule), rg, saved);
-        let out = self.push_node(node).inspect_err(|_| self.arena.release(mark))?;
-        self.nodes[xi].set_view();
-        self.nodes[xi].set_dropped();
-        self.report_trace(saved.len);
+        let mask = if rg { c::mask_words(xn.shape().numel()) } else { 0 };
+        let (out, saved) = self.take_over("relu6_", xi, op, Some(Self::relu6_rule), rg, mask)?;
         if !self.arena.is_meta() {
             let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
             S::Kernels::relu6_masked(xv, mv);

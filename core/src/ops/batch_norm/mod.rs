@@ -21,7 +21,7 @@ mod backward;
 use super::registry::{flag, need, opt, real, Attrs, OpSpec};
 use crate::arena::Span;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, Node, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::half_saves as half;
 use crate::kernels::norm::{self as k, NormGeom};
 use crate::kernels::set::KernelSet;
@@ -352,16 +352,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 what: "batch_norm_: needs fixed statistics, a frozen weight (or compact saves), and an input nothing else needs (use batch_norm)",
             });
         }
-        self.ensure_room()?;
-        self.set_site("batch_norm_", crate::error::Phase::Forward);
-        let mark = self.arena.mark();
-        let saved = self.arena.alloc(saved_len)?;
-        let xn = self.nodes[xi];
-        let node = Node::new(xn.shape(), xn.data, op, Some(Self::batch_norm_rule), rg, saved);
-        let out = self.push_node(node).inspect_err(|_| self.arena.release(mark))?;
-        self.nodes[xi].set_view();
-        self.nodes[xi].set_dropped();
-        self.report_trace(saved.len);
+        let (out, _) = self.take_over("batch_norm_", xi, op, Some(Self::batch_norm_rule), rg, saved_len)?;
         Ok(out)
     }
 

@@ -20,6 +20,7 @@
 //!
 //! [`DimSpec::Free`]: torchlet::model::spec::DimSpec::Free
 
+mod arr;
 mod fold;
 mod import;
 pub mod infer;

@@ -93,6 +93,19 @@ impl ConvGeom {
 
 /// `y = conv(x, w) + b`.
 pub fn conv2d_forward<S: Scalar>(g: &ConvGeom, x: &[S], w: &[S], b: Option<&[S]>, y: &mut [S]) {
+    conv2d_forward_by(g, x, |_, i| w[i], b, y)
+}
+
+/// [`conv2d_forward`] with weight `i` (row-major; `oc` its output channel) from
+/// `weight`: the one loop nest of the reference kernel and of the int8 weights that
+/// are dequantized as they are read ([`q8_f32`]).
+pub(crate) fn conv2d_forward_by<S: Scalar>(
+    g: &ConvGeom,
+    x: &[S],
+    weight: impl Fn(usize, usize) -> S,
+    b: Option<&[S]>,
+    y: &mut [S],
+) {
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     debug_assert_eq!(x.len(), g.n * g.c_in * ip);
     debug_assert_eq!(y.len(), g.n * g.c_out * op);
@@ -103,12 +116,12 @@ pub fn conv2d_forward<S: Scalar>(g: &ConvGeom, x: &[S], w: &[S], b: Option<&[S]>
             yp.fill(b.map_or(S::ZERO, |b| b[oc]));
             for icg in 0..g.cin_g() {
                 let xp = &x[(n * g.c_in + grp * g.cin_g() + icg) * ip..][..ip];
-                let wk = &w[(oc * g.cin_g() + icg) * g.taps()..][..g.taps()];
+                let w0 = (oc * g.cin_g() + icg) * g.taps();
                 g.for_each_tap(|tap, ky, oy0, oy1, ox0, len| {
-                    let ix0 = g.ix(ox0, tap);
+                    let (ix0, wt) = (g.ix(ox0, tap), weight(oc, w0 + tap));
                     for oy in oy0..oy1 {
                         let xr = &xp[g.iy(oy, ky) * g.w + ix0..];
-                        axpy_strided(&mut yp[oy * g.ow + ox0..][..len], wk[tap], xr, g.stride[1]);
+                        axpy_strided(&mut yp[oy * g.ow + ox0..][..len], wt, xr, g.stride[1]);
                     }
                 });
             }
@@ -118,6 +131,16 @@ pub fn conv2d_forward<S: Scalar>(g: &ConvGeom, x: &[S], w: &[S], b: Option<&[S]>
 
 /// `gx += conv_transpose(gy, w)`: the gradient with respect to the input.
 pub fn conv2d_backward_input<S: Scalar>(g: &ConvGeom, gy: &[S], w: &[S], gx: &mut [S]) {
+    conv2d_backward_input_by(g, gy, |_, i| w[i], gx)
+}
+
+/// [`conv2d_backward_input`] with weight `i` from `weight`, as [`conv2d_forward_by`].
+pub(crate) fn conv2d_backward_input_by<S: Scalar>(
+    g: &ConvGeom,
+    gy: &[S],
+    weight: impl Fn(usize, usize) -> S,
+    gx: &mut [S],
+) {
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     for n in 0..g.n {
         for oc in 0..g.c_out {
@@ -125,12 +148,12 @@ pub fn conv2d_backward_input<S: Scalar>(g: &ConvGeom, gy: &[S], w: &[S], gx: &mu
             let gyp = &gy[(n * g.c_out + oc) * op..][..op];
             for icg in 0..g.cin_g() {
                 let gxp = &mut gx[(n * g.c_in + grp * g.cin_g() + icg) * ip..][..ip];
-                let wk = &w[(oc * g.cin_g() + icg) * g.taps()..][..g.taps()];
+                let w0 = (oc * g.cin_g() + icg) * g.taps();
                 g.for_each_tap(|tap, ky, oy0, oy1, ox0, len| {
-                    let ix0 = g.ix(ox0, tap);
+                    let (ix0, wt) = (g.ix(ox0, tap), weight(oc, w0 + tap));
                     for oy in oy0..oy1 {
                         let xr = &mut gxp[g.iy(oy, ky) * g.w + ix0..];
-                        axpy_scatter(xr, wk[tap], &gyp[oy * g.ow + ox0..][..len], g.stride[1]);
+                        axpy_scatter(xr, wt, &gyp[oy * g.ow + ox0..][..len], g.stride[1]);
                     }
                 });
             }

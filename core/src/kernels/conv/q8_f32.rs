@@ -5,15 +5,14 @@
 //! - Forward: `y = b + sum(q * scale[co] * x)`; backward-input:
 //!   `gx += sum_co q * scale[co] * gy`. No weight gradient: the weights are frozen.
 //! - Each tap's weight is dequantized once (`q as f32 * scale`) and used for a whole
-//!   row, in the loop order of the reference kernels ([`super::conv2d_forward`]), so the
+//!   row, in the reference kernels' own loop nest ([`super::conv2d_forward`]), so the
 //!   result equals the reference convolution on the dequantized weights, bit for bit.
 //! - Plain loop nests with no scratch memory (the device runs size-first kernels);
 //!   generic over the scalar type so that the graph's generic model runner can call it.
 //! - [`Int8`] reads the weights: a `[i8]` slice, or [`PackedI8`], four weights to a
 //!   word of the graph's arena (a model file's bytes mapped as words).
 
-use super::ConvGeom;
-use crate::kernels::{axpy_scatter, axpy_strided};
+use super::{conv2d_backward_input_by, conv2d_forward_by, ConvGeom};
 use crate::scalar::Scalar;
 
 /// Where the int8 weights come from: `q(i)` is weight `i` in row-major order.
@@ -57,26 +56,7 @@ pub fn conv2d_q8_forward<S: Scalar>(
     b: Option<&[S]>,
     y: &mut [S],
 ) {
-    let (ip, op) = (g.h * g.w, g.oh * g.ow);
-    for n in 0..g.n {
-        for oc in 0..g.c_out {
-            let grp = oc / g.cout_g();
-            let yp = &mut y[(n * g.c_out + oc) * op..][..op];
-            yp.fill(b.map_or(S::ZERO, |b| b[oc]));
-            for icg in 0..g.cin_g() {
-                let xp = &x[(n * g.c_in + grp * g.cin_g() + icg) * ip..][..ip];
-                let w0 = (oc * g.cin_g() + icg) * g.taps();
-                g.for_each_tap(|tap, ky, oy0, oy1, ox0, len| {
-                    let ix0 = g.ix(ox0, tap);
-                    let w = weight(q, scales, oc, w0 + tap);
-                    for oy in oy0..oy1 {
-                        let xr = &xp[g.iy(oy, ky) * g.w + ix0..];
-                        axpy_strided(&mut yp[oy * g.ow + ox0..][..len], w, xr, g.stride[1]);
-                    }
-                });
-            }
-        }
-    }
+    conv2d_forward_by(g, x, |oc, i| weight(q, scales, oc, i), b, y)
 }
 
 /// `gx += conv_transpose(gy, q * scale)`: the gradient with respect to the input.
@@ -87,25 +67,7 @@ pub fn conv2d_q8_backward_input<S: Scalar>(
     scales: &[S],
     gx: &mut [S],
 ) {
-    let (ip, op) = (g.h * g.w, g.oh * g.ow);
-    for n in 0..g.n {
-        for oc in 0..g.c_out {
-            let grp = oc / g.cout_g();
-            let gyp = &gy[(n * g.c_out + oc) * op..][..op];
-            for icg in 0..g.cin_g() {
-                let gxp = &mut gx[(n * g.c_in + grp * g.cin_g() + icg) * ip..][..ip];
-                let w0 = (oc * g.cin_g() + icg) * g.taps();
-                g.for_each_tap(|tap, ky, oy0, oy1, ox0, len| {
-                    let ix0 = g.ix(ox0, tap);
-                    let w = weight(q, scales, oc, w0 + tap);
-                    for oy in oy0..oy1 {
-                        let xr = &mut gxp[g.iy(oy, ky) * g.w + ix0..];
-                        axpy_scatter(xr, w, &gyp[oy * g.ow + ox0..][..len], g.stride[1]);
-                    }
-                });
-            }
-        }
-    }
+    conv2d_backward_input_by(g, gy, |oc, i| weight(q, scales, oc, i), gx)
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ pub fn plan_choice(
 }
 
 /// Number of parameter values that train under `trained`.
-fn trained_values(file: &ModelFile<'_>, trained: Trained<'_>) -> usize {
+pub fn trained_values(file: &ModelFile<'_>, trained: Trained<'_>) -> usize {
     file.tensors()
         .filter(|t| trained.trains(file, t))
         .map(|t| t.shape.numel())

@@ -7,6 +7,7 @@
 //! torchlet plan MODEL.tlm --input 1x1x28x28 --choices [--train-only 'blocks.4.*'] [--momentum 0.9]
 //! torchlet run MODEL.tlm IN.safetensors OUT.safetensors
 //! torchlet train MODEL.tlm DATA.safetensors --lr 0.1 [--steps N] [--batch B] [--momentum M] -o NEW.tlm
+//!     [--choice all|head|biases|biases-norms] [--train-only 'blocks.4.*']... [--compact-saves]
 //! torchlet export MODEL.tlm OUT.safetensors
 //! ```
 
@@ -23,6 +24,7 @@ mod train;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use train::Choice;
 
 /// torchlet: import PyTorch models (ONNX), plan their memory, run, train and export them.
 #[derive(Parser)]
@@ -118,6 +120,19 @@ enum Command {
         /// The trained model file to write.
         #[arg(short, long)]
         output: PathBuf,
+        /// Which parameters train. `all`: training mode (BatchNorm on batch statistics).
+        /// Any other choice fine-tunes as a device does: BatchNorm statistics frozen,
+        /// the tensors that do not train read in place and written back unchanged.
+        #[arg(long, value_enum, default_value_t = Choice::All)]
+        choice: Choice,
+        /// Train only the parameters whose names match (`*` matches any run of
+        /// characters, e.g. `blocks.4.*`), as a fine-tuning choice; repeatable.
+        #[arg(long, value_name = "PATTERN", conflicts_with = "choice")]
+        train_only: Vec<String>,
+        /// Keep the normalised input of each trained BatchNorm scale in 16 bits (less
+        /// memory; the scales' gradients are rounded). Fine-tuning choices only.
+        #[arg(long)]
+        compact_saves: bool,
     },
     /// Parameters and buffers under their PyTorch state_dict names (safetensors).
     Export {
@@ -163,7 +178,10 @@ fn main() -> ExitCode {
             momentum,
             seed,
             output,
-        } => train::run(&train::Settings {
+            choice,
+            train_only,
+            compact_saves,
+        } => train::run(train::Settings {
             model,
             data,
             lr,
@@ -172,6 +190,9 @@ fn main() -> ExitCode {
             momentum,
             seed,
             output,
+            choice,
+            train_only,
+            compact_saves,
         }),
         Command::Export { model, out } => export::run(&model, &out),
     };

@@ -1,14 +1,20 @@
 //! `torchlet train`: cross-entropy (mean) and SGD on the samples of a safetensors file,
 //! the model in training mode (BatchNorm batch statistics, dropout); the trained model
 //! is written as a new model file.
+//!
+//! With a fine-tuning choice (`--choice`, `--train-only`) the step runs as a device's
+//! does, through [`Trained::build`]: BatchNorm statistics frozen, the tensors that do
+//! not train read in place from the file, so they come out unchanged.
 
+use crate::choices::{plan_choice, trained_values};
 use crate::files;
 use crate::plan::{loss, plan_at, target_count, TAPE};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use torchlet::init::Rng;
-use torchlet::model::Model;
+use torchlet::model::{ModelFile, Trained};
 use torchlet::optim::Sgd;
+use torchlet::plan::Thousands;
 use torchlet::Graph;
 
 /// The command's arguments.
@@ -21,11 +27,57 @@ pub struct Settings {
     pub momentum: f32,
     pub seed: u64,
     pub output: PathBuf,
+    pub choice: Choice,
+    pub train_only: Vec<String>,
+    pub compact_saves: bool,
 }
 
-pub fn run(s: &Settings) -> Result<(), String> {
-    let bytes = files::read(&s.model)?;
-    let file = files::model(&s.model, &bytes)?;
+/// `--choice`: the fine-tuning choices of [`Trained`] (`--train-only` gives the last).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Choice {
+    /// Every trainable parameter, in training mode.
+    All,
+    /// The classifier only.
+    Head,
+    /// Biases and the classifier.
+    Biases,
+    /// Biases, normalisation scales and the classifier.
+    BiasesNorms,
+}
+
+/// The [`Trained`] of the settings; patterns are leaked (they live for the program).
+fn trained(s: &Settings) -> Trained<'static> {
+    if !s.train_only.is_empty() {
+        let patterns: Vec<&'static str> = s.train_only.iter().map(|p| &*p.clone().leak()).collect();
+        return Trained::Matching(patterns.leak());
+    }
+    match s.choice {
+        Choice::All => Trained::All,
+        Choice::Head => Trained::Head,
+        Choice::Biases => Trained::Biases,
+        Choice::BiasesNorms => Trained::BiasesAndNorms,
+    }
+}
+
+pub fn run(s: Settings) -> Result<(), String> {
+    // Frozen tensors are read in place from these bytes for the whole program.
+    let bytes: &'static [u8] = files::read(&s.model)?.leak();
+    let file: ModelFile<'static> = files::model(&s.model, bytes)?;
+    let trained = trained(&s);
+    let (values, total) = (
+        trained_values(&file, trained),
+        trained_values(&file, Trained::All),
+    );
+    if values == 0 {
+        return Err(format!(
+            "{}: no parameter trains with {}",
+            s.model.display(),
+            match trained {
+                Trained::Matching(p) => format!("--train-only {p:?}"),
+                _ => format!("--choice {:?}", s.choice),
+            }
+        ));
+    }
     let tensors = files::read_tensors(&s.data)?;
     let get = |name: &str| {
         tensors.iter().find(|t| t.name == name).ok_or_else(|| {
@@ -54,10 +106,14 @@ pub fn run(s: &Settings) -> Result<(), String> {
     let batch = s.batch.min(n);
     let mut dims = x.shape.clone();
     dims[0] = batch;
-    let plan = plan_at(file, &dims, s.momentum)?;
+    let plan = match trained {
+        Trained::All => plan_at(file, &dims, s.momentum)?,
+        t => plan_choice(file, &dims, t, s.momentum, s.compact_saves)?,
+    };
     let mut arena = vec![0.0f32; plan.step_bytes.div_ceil(4) + 16];
     let mut g: Graph<'_, f32, TAPE> = Graph::new(&mut arena);
-    let m = Model::new(&mut g, file).map_err(|e| e.to_string())?;
+    g.set_compact_saves(s.compact_saves);
+    let m = trained.build(&mut g, file).map_err(|e| e.to_string())?;
     let mut sgd = Sgd::new(&mut g, s.lr, s.momentum, 0.0).map_err(|e| e.to_string())?;
     let steps = s.steps.unwrap_or(n.div_ceil(batch));
     let bar = ProgressBar::new(steps as u64);
@@ -118,8 +174,10 @@ pub fn run(s: &Settings) -> Result<(), String> {
     let k = (steps / 10).max(1);
     let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len().max(1) as f32;
     println!(
-        "{} steps of batch {batch}: mean loss {:.4} over the first {k} steps, {:.4} over the last {k}; wrote {}",
+        "{} steps of batch {batch}, {} of {} parameter values trained: mean loss {:.4} over the first {k} steps, {:.4} over the last {k}; wrote {}",
         steps,
+        Thousands(values),
+        Thousands(total),
         mean(&losses[..k.min(losses.len())]),
         mean(&losses[losses.len().saturating_sub(k)..]),
         s.output.display()

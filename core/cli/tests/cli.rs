@@ -307,3 +307,110 @@ fn refused_ops_and_bad_files_are_errors_that_name_the_cause() {
     let e = fails(&["plan", good.to_str().unwrap(), "--input", "28x28"]);
     assert!(!e.is_empty());
 }
+
+/// W2's export after `train` with `args` (3 steps of batch 8 on 16 random 28x28 inputs).
+fn fine_tuned(tag: &str, args: &[&str]) -> BTreeMap<String, (Dtype, Vec<usize>, Vec<f64>)> {
+    let w2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../firmware/assets/w2_pretrained.tlm");
+    let data = scratch("w2.finetune.safetensors");
+    let x: Vec<f64> = (0..16 * 28 * 28)
+        .map(|i| ((i * 7919) % 255) as f64 / 255.0)
+        .collect();
+    let y: Vec<u8> = (0..16i64).flat_map(|i| (i % 10).to_le_bytes()).collect();
+    write(
+        &data,
+        &[
+            ("x", Dtype::F32, &[16, 1, 28, 28], f32_bytes(&x)),
+            ("y", Dtype::I64, &[16], y),
+        ],
+    );
+    let (tlm, st) = (
+        scratch(&format!("w2.{tag}.tlm")),
+        scratch(&format!("w2.{tag}.safetensors")),
+    );
+    let (w2, data, tlm_s) = (
+        w2.to_str().unwrap(),
+        data.to_str().unwrap(),
+        tlm.to_str().unwrap(),
+    );
+    let mut cmd = vec![
+        "train", w2, data, "--lr", "0.05", "--steps", "3", "--batch", "8", "-o", tlm_s,
+    ];
+    cmd.extend_from_slice(args);
+    if args.is_empty() {
+        // The file as it is: no training.
+        ok(&["export", w2, st.to_str().unwrap()]);
+    } else {
+        let out = ok(&cmd);
+        assert!(out.contains("parameter values trained"), "{out}");
+        ok(&["export", tlm_s, st.to_str().unwrap()]);
+    }
+    tensors(&st)
+}
+
+#[test]
+fn train_with_a_fine_tuning_choice_changes_only_the_chosen_tensors() {
+    let before = fine_tuned("before", &[]);
+    let stats = |k: &str| k.contains("running_") || k.ends_with("num_batches_tracked");
+    type Rule = fn(&str, &[usize]) -> bool;
+    let choices: [(&str, &[&str], Rule); 3] = [
+        ("biases", &["--choice", "biases"], |k, _| {
+            k.starts_with("fc.") || k.ends_with(".bias")
+        }),
+        (
+            "norms",
+            &["--choice", "biases-norms", "--compact-saves", "--momentum", "0.9"],
+            // A BatchNorm scale is the one 1-D weight.
+            |k, s| k.starts_with("fc.") || k.ends_with(".bias") || (s.len() == 1 && k.ends_with(".weight")),
+        ),
+        (
+            "last",
+            &["--train-only", "blocks.4.*", "--train-only", "fc.*"],
+            |k, _| k.starts_with("fc.") || k.starts_with("blocks.4."),
+        ),
+    ];
+    for (tag, args, trains) in choices {
+        let after = fine_tuned(tag, args);
+        assert_eq!(after.len(), before.len(), "{tag}");
+        let mut changed = 0;
+        for (k, (_, shape, v)) in &before {
+            let got = &after[k].2;
+            if trains(k, shape) && !stats(k) {
+                assert!(got != v, "{tag}: {k} trains but did not change");
+                changed += 1;
+            } else {
+                assert!(got == v, "{tag}: {k} is frozen but changed");
+            }
+        }
+        assert!(changed >= 2, "{tag}: {changed} tensors trained");
+    }
+    let w2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../firmware/assets/w2_pretrained.tlm");
+    let e = fails(&[
+        "train",
+        w2.to_str().unwrap(),
+        scratch("w2.finetune.safetensors").to_str().unwrap(),
+        "--lr",
+        "0.1",
+        "--train-only",
+        "features.*",
+        "-o",
+        scratch("w2.none.tlm").to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("no parameter trains") && e.contains("features.*"),
+        "{e}"
+    );
+    let e = fails(&[
+        "train",
+        "x.tlm",
+        "x.safetensors",
+        "--lr",
+        "0.1",
+        "--choice",
+        "head",
+        "--train-only",
+        "fc.*",
+        "-o",
+        "y.tlm",
+    ]);
+    assert!(e.contains("--train-only") && e.contains("--choice"), "{e}");
+}

@@ -266,6 +266,23 @@ impl Model {
         }
     }
 
+    /// Whether each BatchNorm whose scale trains on frozen statistics (after
+    /// `setTrainable`) keeps its normalised input in 16 bits (bfloat16) instead of 32:
+    /// fewer bytes per step (see `plan`), the scales' gradients rounded, every other
+    /// gradient the same. Off by default; no effect while every parameter trains.
+    #[wasm_bindgen(js_name = setCompactSaves)]
+    pub fn set_compact_saves(&mut self, on: bool) -> Result<(), JsError> {
+        match &mut self.inner {
+            Inner::File(e) => {
+                e.set_compact_saves(on);
+                Ok(())
+            }
+            Inner::Net(_) => Err(JsError::new(
+                "setCompactSaves: only a model from Model.load or Model.fromOnnx has BatchNorm to keep compact",
+            )),
+        }
+    }
+
     /// The plan of W1 (SGD with this momentum) at `[batch, 1, height, width]`, without
     /// building a model: use it to choose `arenaBytes`.
     #[wasm_bindgen(js_name = planW1)]

@@ -97,6 +97,7 @@ pub fn plan(
     file: ModelFile<'_>,
     momentum: f32,
     train: &TrainSet,
+    compact_saves: bool,
     batch: usize,
     h: usize,
     w: usize,
@@ -106,6 +107,7 @@ pub fn plan(
     let failed = RefCell::new(None);
     let planner = Planner::<f32, MODEL_TAPE, _, _>::new(
         |g: &mut Graph<'static, f32, MODEL_TAPE>| {
+            g.set_compact_saves(compact_saves);
             let m = Model::with_placement(g, file, |t| train.place(t)).map_err(|e| {
                 *failed.borrow_mut() = Some(msg(e));
                 e.error
@@ -165,6 +167,8 @@ pub struct FileEngine {
     model: OwnedModel,
     sgd: Sgd,
     train: TrainSet,
+    /// 16-bit saves for trained BatchNorm scales ([`Graph::set_compact_saves`]).
+    compact_saves: bool,
     labels: Vec<usize>,
     /// Statistics of the last successful training step.
     pub last: Option<StepStats>,
@@ -191,7 +195,7 @@ impl FileEngine {
         };
         let words = if arena_bytes == 0 {
             let (h, w) = default_hw(&file);
-            plan(file, momentum, &train, AUTO_BATCH, h, w)?.train_bytes
+            plan(file, momentum, &train, false, AUTO_BATCH, h, w)?.train_bytes
         } else {
             arena_bytes
         }
@@ -207,6 +211,7 @@ impl FileEngine {
             model,
             sgd,
             train,
+            compact_saves: false,
             labels: Vec::new(),
             last: None,
             steps: 0,
@@ -246,9 +251,18 @@ impl FileEngine {
     pub fn retrain(&mut self, train: Option<Vec<String>>) -> R<()> {
         let bytes = self.export_model()?;
         let (lr, momentum) = (self.sgd.lr, self.sgd.momentum);
-        let next = FileEngine::new(bytes, lr, momentum, self.arena_bytes(), train)?;
+        let mut next = FileEngine::new(bytes, lr, momentum, self.arena_bytes(), train)?;
+        next.set_compact_saves(self.compact_saves);
         *self = next;
         Ok(())
+    }
+
+    /// Whether a BatchNorm with frozen statistics whose scale trains keeps its
+    /// normalised input in 16 bits (bfloat16): less memory, the scales' gradients
+    /// rounded; no effect when every parameter trains (batch statistics).
+    pub fn set_compact_saves(&mut self, on: bool) {
+        self.compact_saves = on;
+        self.g.with(|g| g.set_compact_saves(on));
     }
 
     /// The input's channels.
@@ -262,6 +276,7 @@ impl FileEngine {
             *self.model.get().file(),
             self.sgd.momentum,
             &self.train,
+            self.compact_saves,
             batch,
             h,
             w,

@@ -147,3 +147,39 @@ fn patterns_matching_nothing_throw_and_change_nothing() {
     let e = message(w1.set_trainable(patterns(&["*.bias"])).unwrap_err());
     assert!(e.contains("Model.load"), "{e}");
 }
+
+#[wasm_bindgen_test]
+fn compact_norm_saves_plan_fewer_bytes_and_train_the_same_way() {
+    let x = digit();
+    let mut steps = Vec::new();
+    for compact in [false, true] {
+        let mut m = Model::from_onnx(W2, None, 0.05, 0.9, 0.0, Some(patterns(&BIAS_ONLY))).unwrap();
+        m.set_compact_saves(compact).unwrap();
+        let bytes = m.plan(1, 28, 28).unwrap().train_bytes();
+        let losses: Vec<f32> = (0..5)
+            .map(|_| m.train_step(&x, 1, 28, 28, &[7]).unwrap().loss)
+            .collect();
+        assert_eq!(m.high_water_bytes(), bytes, "compact {compact}");
+        // A new choice keeps the setting.
+        m.set_trainable(patterns(&["fc.*", "*.conv.7.weight"])).unwrap();
+        let kept = m.plan(1, 28, 28).unwrap().train_bytes();
+        steps.push((bytes, losses, kept));
+    }
+    let ((full, exact, kept_full), (half, rounded, kept_half)) = (&steps[0], &steps[1]);
+    assert!(half < full, "16-bit saves plan {half} bytes, 32-bit {full}");
+    assert!(
+        kept_half < kept_full,
+        "after setTrainable: {kept_half} vs {kept_full}"
+    );
+    // Only the scales' gradients are rounded: the losses stay close.
+    for (a, b) in exact.iter().zip(rounded) {
+        assert!(
+            (a - b).abs() <= 0.02 * a.abs().max(1e-3),
+            "{exact:?} vs {rounded:?}"
+        );
+    }
+    assert!(rounded[4] < 0.5 * rounded[0], "{rounded:?}");
+    let mut w1 = Model::w1(0, 0.05, 0.9, 0.0).unwrap();
+    let e = message(w1.set_compact_saves(true).unwrap_err());
+    assert!(e.contains("Model.load"), "{e}");
+}

@@ -279,19 +279,7 @@ pub fn model_load(data: &[u8]) {
     let Ok(m) = torchlet::model::Model::new(&mut g, file) else {
         return;
     };
-    if mins.iter().all(|d| d.iter().product::<usize>() <= 4096) {
-        let xs: Option<Vec<_>> = mins
-            .iter()
-            .map(|d| {
-                let n = d.iter().product::<usize>();
-                g.input(d, &vec![0.25; n]).ok()
-            })
-            .collect();
-        if let Some(xs) = xs {
-            if let Ok(y) = m.forward(&mut g, &xs) {
-                let _ = g.data(y);
-            }
-        }
+    if forward_small(&mut g, &m, &mins) {
         g.end_step();
     }
     let again = m.to_file_bytes(&g).unwrap();
@@ -316,17 +304,25 @@ fn in_place_forward(file: torchlet::model::ModelFile<'_>, mins: &[Vec<usize>]) {
     let Ok(m) = Model::in_place(&mut g, file, place) else {
         return;
     };
-    if mins.iter().all(|d| d.iter().product::<usize>() <= 4096) {
-        let xs: Option<Vec<_>> = mins
-            .iter()
-            .map(|d| g.input(d, &vec![0.25; d.iter().product()]).ok())
-            .collect();
-        if let Some(xs) = xs {
-            if let Ok(y) = m.forward(&mut g, &xs) {
-                let _ = g.data(y);
-            }
+    forward_small(&mut g, &m, mins);
+}
+
+/// A forward pass of `m` on inputs of 0.25 at sizes `mins` when they are small (at most
+/// 4,096 values each); whether it ran.
+fn forward_small(g: &mut Graph<f32, 64>, m: &torchlet::model::Model<'_>, mins: &[Vec<usize>]) -> bool {
+    if mins.iter().any(|d| d.iter().product::<usize>() > 4096) {
+        return false;
+    }
+    let xs: Option<Vec<_>> = mins
+        .iter()
+        .map(|d| g.input(d, &vec![0.25; d.iter().product()]).ok())
+        .collect();
+    if let Some(xs) = xs {
+        if let Ok(y) = m.forward(g, &xs) {
+            let _ = g.data(y);
         }
     }
+    true
 }
 
 const MODEL_OPS: &[&str] = &[

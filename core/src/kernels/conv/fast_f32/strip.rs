@@ -20,7 +20,7 @@
 //!   planes + 8 KiB of offsets; backward-weight 32 KiB of planes + 2 x 32 KiB of
 //!   transposed gradients + 4 KiB of offsets (100 KiB at most).
 
-use super::avx2::{fma, load, splat, store};
+use super::avx2::{fma, load, splat, store, F8};
 use crate::kernels::conv::ConvGeom;
 
 /// Words of the stack buffer holding padded planes.
@@ -31,6 +31,8 @@ pub(super) const T_WORDS: usize = 8192;
 pub(super) const MAX_K: usize = 512;
 /// Output channels per forward tile.
 pub(super) const OB: usize = 4;
+/// Words of the stack buffer of packed 3x3 weights (`Tiles::run3`).
+const PACK_WORDS: usize = 8192;
 
 /// Layout of padded planes read as strips (all sizes in words).
 #[derive(Clone, Copy, Debug)]
@@ -178,7 +180,7 @@ impl Corr<'_> {
         let s = &self.strip;
         let taps = self.k[0] * self.k[1];
         let chunk = (PLANE_WORDS / s.chan).min(MAX_K / taps.max(1)).min(self.cin);
-        if taps == 0 || chunk == 0 {
+        if taps == 0 || chunk == 0 || self.cout == 0 {
             return false;
         }
         let mut buf = [0.0f32; PLANE_WORDS];
@@ -194,6 +196,12 @@ impl Corr<'_> {
             ..*s
         };
         let mut offs_direct = [0usize; MAX_K];
+        // 3x3 kernels (dilation 1) whose weights fit `pack`: weights packed per block of
+        // output channels in the order `Tiles::run3` reads them.
+        let fits = chunk.min(PACK_WORDS / (taps * self.cout));
+        let packed = self.k == [3, 3] && self.dil == [1, 1] && fits > 0;
+        let chunk = if packed { fits } else { chunk };
+        let mut pack = [0.0f32; PACK_WORDS];
         for grp in 0..self.groups {
             let mut c0 = 0;
             while c0 < self.cin {
@@ -206,6 +214,18 @@ impl Corr<'_> {
                 for i in 0..nin {
                     for t in 0..taps {
                         woffs[i * taps + t] = wof(grp, c0 + i, t);
+                    }
+                }
+                if packed {
+                    // Block `o0` (of `b` channels) at `o0 * kk`: `[row k][channel o]`.
+                    for o0 in (0..self.cout).step_by(OB) {
+                        let b = OB.min(self.cout - o0);
+                        let blk = &mut pack[o0 * kk..][..b * kk];
+                        for (k, row) in blk.chunks_exact_mut(b).enumerate() {
+                            for (o, v) in row.iter_mut().enumerate() {
+                                *v = w[woffs[k] + (o0 + o) * ostride];
+                            }
+                        }
                     }
                 }
                 let bias = self.bias.filter(|_| c0 == 0);
@@ -239,6 +259,10 @@ impl Corr<'_> {
                             w: &w[o0 * ostride..],
                             ostride,
                             init,
+                            pack: match packed {
+                                true => Some(&pack[o0 * kk..][..b * kk]),
+                                false => None,
+                            },
                         };
                         match b {
                             4 => t.all::<4>(dst),
@@ -266,15 +290,24 @@ struct Tiles<'a> {
     w: &'a [f32],
     ostride: usize,
     init: Init,
+    /// 3x3 kernels with dilation 1: the block's weights packed `[row][channel]`
+    /// (`Corr::run`), read by [`Tiles::run3`] instead of `w` and `offs`.
+    pack: Option<&'a [f32]>,
 }
 
 impl Tiles<'_> {
     #[target_feature(enable = "avx2,fma")]
     fn all<const B: usize>(&self, dst: &mut [f32]) {
         let mut p0 = 0;
+        // Packed 3x3 tiles of 4 channels stop at 16 positions: with 24, the 12
+        // accumulators, 3 strip vectors and the broadcast weight need every `ymm`
+        // register and LLVM spills one. One channel takes 48.
+        let wide = self.pack.is_none() || B < OB;
         while p0 < self.strip.len {
             let left = self.strip.len - p0;
-            p0 += if left > 16 {
+            p0 += if B == 1 && left > 40 && self.pack.is_some() {
+                self.tile::<B, 6>(p0, dst)
+            } else if left > 16 && wide {
                 self.tile::<B, 3>(p0, dst)
             } else if left > 8 {
                 self.tile::<B, 2>(p0, dst)
@@ -320,19 +353,10 @@ impl Tiles<'_> {
                 }
             }
         }
-        for (&off, &wo) in self.offs.iter().zip(self.woffs) {
-            let wk = &self.w[wo..];
-            let s = &self.buf[p0 + off..][..width];
-            let mut x = [splat(0.0); V];
-            for (v, xv) in x.iter_mut().enumerate() {
-                *xv = load(&s[8 * v..]);
-            }
-            for (o, a) in acc.iter_mut().enumerate() {
-                let wv = splat(wk[o * self.ostride]);
-                for (av, &xv) in a.iter_mut().zip(&x) {
-                    *av = fma(wv, xv, *av);
-                }
-            }
+        if let Some(pack) = self.pack {
+            self.run3(pack, p0, &mut acc);
+        } else {
+            self.run_any(p0, &mut acc);
         }
         if whole {
             for (o, a) in acc.iter().enumerate() {
@@ -353,6 +377,55 @@ impl Tiles<'_> {
             }
         });
         width
+    }
+
+    /// `acc += ` the products of the tile at `p0`, any kernel: offsets and weights
+    /// looked up per (input channel, tap).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn run_any<const B: usize, const V: usize>(&self, p0: usize, acc: &mut [[F8; V]; B]) {
+        let width = 8 * V;
+        for (&off, &wo) in self.offs.iter().zip(self.woffs) {
+            let wk = &self.w[wo..];
+            let s = &self.buf[p0 + off..][..width];
+            let mut x = [splat(0.0); V];
+            for (v, xv) in x.iter_mut().enumerate() {
+                *xv = load(&s[8 * v..]);
+            }
+            for (o, a) in acc.iter_mut().enumerate() {
+                let wv = splat(wk[o * self.ostride]);
+                for (av, &xv) in a.iter_mut().zip(&x) {
+                    *av = fma(wv, xv, *av);
+                }
+            }
+        }
+    }
+
+    /// `acc += ` the products of the tile at `p0` for a 3x3 kernel with dilation 1:
+    /// per input channel and kernel row, one bounds check for the strip (its length
+    /// is fixed by `V`) and none for the packed weights, three taps at fixed offsets.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn run3<const B: usize, const V: usize>(&self, pack: &[f32], p0: usize, acc: &mut [[F8; V]; B]) {
+        let (row, chan) = (self.strip.row, self.strip.chan);
+        for (i, wi) in pack.chunks_exact(9 * B).enumerate() {
+            for ky in 0..3 {
+                let r = &self.buf[i * chan + ky * row + p0..][..8 * V + 2];
+                let wr = &wi[3 * B * ky..][..3 * B];
+                for kx in 0..3 {
+                    let mut x = [splat(0.0); V];
+                    for (v, xv) in x.iter_mut().enumerate() {
+                        *xv = load(&r[kx + 8 * v..]);
+                    }
+                    for (o, a) in acc.iter_mut().enumerate() {
+                        let wv = splat(wr[kx * B + o]);
+                        for (av, &xv) in a.iter_mut().zip(&x) {
+                            *av = fma(wv, xv, *av);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -360,8 +360,9 @@ fn pointwise_weight_gradient_over_packed_chunks_matches_generic() {
 
 #[test]
 fn packed_3x3_strip_tiles_match_generic() {
-    // The 3x3 strip tiles with packed weights: odd plane sizes (strips of every tile
-    // width), paddings 0..2, batches, output channel counts that leave blocks of 1-3
+    // The 3x3 strip tiles with packed weights, and the row tiles of the forward pass
+    // (rows of 8 or more outputs; rows of 8 to 28 outputs cover every overlap of a
+    // row's last vector): odd plane sizes (strips of every tile width), paddings 0..2, batches, output channel counts that leave blocks of 1-3
     // (and one channel, which takes the widest tiles), groups, more output channels
     // than the pack holds for all input channels at once (chunks), and too many for it
     // to hold even one input channel (the unpacked tiles).
@@ -371,6 +372,8 @@ fn packed_3x3_strip_tiles_match_generic() {
         (2, 8, 1, [13, 11], [1, 1], 1),
         (2, 5, 7, [9, 17], [0, 2], 1),
         (1, 3, 6, [5, 23], [2, 0], 1),
+        (2, 4, 4, [6, 8], [1, 1], 1),
+        (1, 2, 9, [3, 16], [1, 1], 1),
         (2, 6, 10, [7, 7], [1, 1], 2),
         (1, 12, 300, [6, 6], [1, 1], 1),
         (1, 2, 1000, [4, 5], [1, 1], 1),

@@ -385,3 +385,25 @@ fn packed_3x3_strip_tiles_match_generic() {
         }
     }
 }
+
+#[test]
+fn transposed_output_gradients_match_generic() {
+    // Backward-weight transposes the output gradient 8 channels x 8 positions at a
+    // time: rows that are not multiples of 8, the last plane's last row (read word by
+    // word rather than past the end), channel counts that leave 1-7 channels over,
+    // groups, batches.
+    let mut rng = Rng::new(19);
+    for (n, c_in, c_out, hw, p, groups) in [
+        (2, 5, 8, [5, 9], [1, 1], 1),
+        (3, 4, 11, [6, 6], [0, 0], 1),
+        (1, 6, 16, [3, 13], [1, 2], 1),
+        (2, 8, 32, [7, 7], [1, 1], 2),
+        (1, 4, 15, [8, 8], [1, 1], 1),
+    ] {
+        let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], p, [1, 1], groups).unwrap();
+        let handled = check(&mut rng, &g);
+        if cfg!(target_arch = "x86_64") && cpu_has_avx2_fma() {
+            assert_eq!(handled[2], 3, "{g:?}: {handled:?}");
+        }
+    }
+}

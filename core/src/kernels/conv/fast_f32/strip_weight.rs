@@ -3,9 +3,9 @@
 //!
 //! - Many (input channel, tap) rows: vectors run over output channels. The output
 //!   gradient is transposed into `gyT[p][oc]`, 8x8 words at a time (zeros at dropped
-//!   strip positions and padding channels); a tile is `R` rows x `8 * V` channels (12 accumulators), summed
-//!   over every position with one broadcast input word per row, and over every sample
-//!   in `gwT` before it is added to `gw`: no horizontal sums.
+//!   strip positions and padding channels); a tile is `R` rows x `8 * V` channels (12
+//!   accumulators), summed over every position with one broadcast input word per row,
+//!   and over every sample in `gwT` before it is added to `gw`: no horizontal sums.
 //! - Few rows (W1's first layer: 1 channel x 9 taps): transposing costs more than the
 //!   few products per element it feeds, so tiles run along positions instead: `B`
 //!   channels x `T` rows of 8-lane partial sums over a sample's strip.

@@ -28,8 +28,12 @@ pub mod depthwise;
 pub mod dw8;
 mod dw8_body;
 #[cfg(target_arch = "x86_64")]
+mod layout;
+#[cfg(target_arch = "x86_64")]
 mod norm8;
 pub(crate) mod planes;
+#[cfg(target_arch = "x86_64")]
+mod rows;
 #[cfg(target_arch = "x86_64")]
 mod strip;
 #[cfg(target_arch = "x86_64")]

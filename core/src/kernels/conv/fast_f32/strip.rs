@@ -7,7 +7,10 @@
 //!   small planes (7x7) still fill whole 8-lane vectors and tiles can be 24 wide.
 //! - Forward and backward-input: a tile is `B <= 4` output channels x `8 * V <= 24`
 //!   positions (12 `ymm` accumulators); per (input channel, tap) it loads `V` vectors of
-//!   the strip and broadcasts `B` weights, read in place, into `B * V` FMAs.
+//!   the strip and broadcasts `B` weights, read in place, into `B * V` FMAs. 3x3
+//!   kernels (dilation 1) read weights packed per block and taps at fixed offsets
+//!   (`Tiles::run3`); their forward tiles follow output rows when those are at least 8
+//!   wide (`rows.rs`).
 //! - Backward-weight vectorises over output channels instead: the output gradient is
 //!   transposed into `gyT[p][oc]` (zeros at dropped positions and padding channels), and
 //!   a tile is `R` (input channel, tap) rows x `8 * V` output channels, summed over every
@@ -20,7 +23,9 @@
 //!   planes + 8 KiB of offsets; backward-weight 32 KiB of planes + 2 x 32 KiB of
 //!   transposed gradients + 4 KiB of offsets (100 KiB at most).
 
-use super::avx2::{fma, load, splat, store};
+use super::avx2::{fma, load, splat, store, F8};
+pub(super) use super::layout::{copy_short, Strip};
+use super::rows::Rows;
 use crate::kernels::conv::ConvGeom;
 
 /// Words of the stack buffer holding padded planes.
@@ -31,120 +36,12 @@ pub(super) const T_WORDS: usize = 8192;
 pub(super) const MAX_K: usize = 512;
 /// Output channels per forward tile.
 pub(super) const OB: usize = 4;
-
-/// Layout of padded planes read as strips (all sizes in words).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Strip {
-    src: [usize; 2],
-    pad: [usize; 2],
-    /// Words per padded row.
-    pub(super) row: usize,
-    /// Strip positions: output rows x `row`.
-    pub(super) len: usize,
-    /// Words per channel: the padded plane plus the slack that tiles read past it.
-    pub(super) chan: usize,
-    /// Output rows and columns.
-    out: [usize; 2],
-}
-
-impl Strip {
-    /// The layout for stride-1 `k` kernels reading `src` planes; `None` if `out` is not
-    /// the stride-1 output size or a size overflows.
-    pub(super) fn new(
-        src: [usize; 2],
-        pad: [usize; 2],
-        k: [usize; 2],
-        dil: [usize; 2],
-        out: [usize; 2],
-    ) -> Option<Self> {
-        let rows = src[0].checked_add(pad[0].checked_mul(2)?)?;
-        let row = src[1].checked_add(pad[1].checked_mul(2)?)?;
-        let reach_y = k[0].checked_sub(1)?.checked_mul(dil[0])?;
-        let reach_x = k[1].checked_sub(1)?.checked_mul(dil[1])?;
-        if rows.checked_sub(reach_y)? != out[0] || row.checked_sub(reach_x)? != out[1] || out[0] * out[1] == 0
-        {
-            return None;
-        }
-        let len = out[0].checked_mul(row)?;
-        // Tiles end at most at the next multiple of 8 past `len`, and read `reach_x` on.
-        let slack = len.checked_next_multiple_of(8)? - len + reach_x;
-        let chan = rows.checked_mul(row)?.checked_add(slack)?;
-        Some(Strip {
-            src,
-            pad,
-            row,
-            len,
-            chan,
-            out,
-        })
-    }
-
-    /// Offsets of every (input channel, tap) of `nin` channels, channel-major.
-    pub(super) fn offsets(&self, nin: usize, k: [usize; 2], dil: [usize; 2], offs: &mut [usize; MAX_K]) {
-        let taps = k[0] * k[1];
-        for i in 0..nin {
-            for ky in 0..k[0] {
-                for kx in 0..k[1] {
-                    offs[i * taps + ky * k[1] + kx] = i * self.chan + ky * dil[0] * self.row + kx * dil[1];
-                }
-            }
-        }
-    }
-
-    /// Copies `count` consecutive source planes into `buf`, zero-padded.
-    pub(super) fn fill(&self, buf: &mut [f32], src: &[f32], count: usize) {
-        let buf = &mut buf[..count * self.chan];
-        buf.fill(0.0);
-        let [h, w] = self.src;
-        for (dst, s) in buf
-            .chunks_exact_mut(self.chan)
-            .zip(src[..count * h * w].chunks_exact(h * w))
-        {
-            for (r, srow) in s.chunks_exact(w).enumerate() {
-                copy_short(&mut dst[(r + self.pad[0]) * self.row + self.pad[1]..][..w], srow);
-            }
-        }
-    }
-
-    /// Calls `f(strip position, output index, run length)` for every run of kept
-    /// positions in `p0..p0 + width`.
-    #[inline(always)]
-    fn runs(&self, p0: usize, width: usize, mut f: impl FnMut(usize, usize, usize)) {
-        let end = (p0 + width).min(self.len);
-        let mut p = p0;
-        while p < end {
-            let (oy, ox) = (p / self.row, p % self.row);
-            let seg = (end - p).min(self.row - ox);
-            if ox < self.out[1] {
-                f(p, oy * self.out[1] + ox, seg.min(self.out[1] - ox));
-            }
-            p += seg;
-        }
-    }
-}
-
-/// `dst.copy_from_slice(&src[..dst.len()])` in fixed-size moves: the runs here are a
-/// few words long, too short for a `memmove` call to pay off.
-#[inline(always)]
-pub(super) fn copy_short(dst: &mut [f32], src: &[f32]) {
-    let n = dst.len();
-    let src = &src[..n];
-    let mut k = 0;
-    while n - k >= 8 {
-        dst[k..k + 8].copy_from_slice(&src[k..k + 8]);
-        k += 8;
-    }
-    for step in [4, 2, 1] {
-        if n - k >= step {
-            dst[k..k + step].copy_from_slice(&src[k..k + step]);
-            k += step;
-        }
-    }
-}
+/// Words of the stack buffer of packed 3x3 weights (`Tiles::run3`).
+const PACK_WORDS: usize = 8192;
 
 /// How a forward tile starts: from the bias (or zero), or from what the output holds.
 #[derive(Clone, Copy)]
-enum Init {
+pub(super) enum Init {
     Bias([f32; OB]),
     Load,
 }
@@ -178,7 +75,7 @@ impl Corr<'_> {
         let s = &self.strip;
         let taps = self.k[0] * self.k[1];
         let chunk = (PLANE_WORDS / s.chan).min(MAX_K / taps.max(1)).min(self.cin);
-        if taps == 0 || chunk == 0 {
+        if taps == 0 || chunk == 0 || self.cout == 0 {
             return false;
         }
         let mut buf = [0.0f32; PLANE_WORDS];
@@ -194,6 +91,12 @@ impl Corr<'_> {
             ..*s
         };
         let mut offs_direct = [0usize; MAX_K];
+        // 3x3 kernels (dilation 1) whose weights fit `pack`: weights packed per block of
+        // output channels in the order `Tiles::run3` reads them.
+        let fits = chunk.min(PACK_WORDS / (taps * self.cout));
+        let packed = self.k == [3, 3] && self.dil == [1, 1] && fits > 0;
+        let chunk = if packed { fits } else { chunk };
+        let mut pack = [0.0f32; PACK_WORDS];
         for grp in 0..self.groups {
             let mut c0 = 0;
             while c0 < self.cin {
@@ -206,6 +109,18 @@ impl Corr<'_> {
                 for i in 0..nin {
                     for t in 0..taps {
                         woffs[i * taps + t] = wof(grp, c0 + i, t);
+                    }
+                }
+                if packed {
+                    // Block `o0` (of `b` channels) at `o0 * kk`: `[row k][channel o]`.
+                    for o0 in (0..self.cout).step_by(OB) {
+                        let b = OB.min(self.cout - o0);
+                        let blk = &mut pack[o0 * kk..][..b * kk];
+                        for (k, row) in blk.chunks_exact_mut(b).enumerate() {
+                            for (o, v) in row.iter_mut().enumerate() {
+                                *v = w[woffs[k] + (o0 + o) * ostride];
+                            }
+                        }
                     }
                 }
                 let bias = self.bias.filter(|_| c0 == 0);
@@ -231,6 +146,21 @@ impl Corr<'_> {
                             None => Init::Load,
                         };
                         let dst = &mut out[(n * self.groups * self.cout + ch) * out_plane..][..b * out_plane];
+                        if let (true, Init::Bias(bias)) = (packed && b > 1 && Rows::fit(s.out[1]), init) {
+                            let pack = &pack[o0 * kk..][..b * kk];
+                            let r = Rows {
+                                strip,
+                                buf: plane_buf,
+                                pack,
+                                bias,
+                            };
+                            match b {
+                                4 => r.all::<4>(dst),
+                                3 => r.all::<3>(dst),
+                                _ => r.all::<2>(dst),
+                            }
+                            continue;
+                        }
                         let t = Tiles {
                             strip,
                             buf: plane_buf,
@@ -239,6 +169,10 @@ impl Corr<'_> {
                             w: &w[o0 * ostride..],
                             ostride,
                             init,
+                            pack: match packed {
+                                true => Some(&pack[o0 * kk..][..b * kk]),
+                                false => None,
+                            },
                         };
                         match b {
                             4 => t.all::<4>(dst),
@@ -266,15 +200,24 @@ struct Tiles<'a> {
     w: &'a [f32],
     ostride: usize,
     init: Init,
+    /// 3x3 kernels with dilation 1: the block's weights packed `[row][channel]`
+    /// (`Corr::run`), read by `Tiles::run3` instead of `w` and `offs`.
+    pack: Option<&'a [f32]>,
 }
 
 impl Tiles<'_> {
     #[target_feature(enable = "avx2,fma")]
     fn all<const B: usize>(&self, dst: &mut [f32]) {
         let mut p0 = 0;
+        // Packed 3x3 tiles of 4 channels stop at 16 positions: with 24, the 12
+        // accumulators, 3 strip vectors and the broadcast weight need every `ymm`
+        // register and LLVM spills one. One channel takes 48.
+        let wide = self.pack.is_none() || B < OB;
         while p0 < self.strip.len {
             let left = self.strip.len - p0;
-            p0 += if left > 16 {
+            p0 += if B == 1 && left > 40 && self.pack.is_some() {
+                self.tile::<B, 6>(p0, dst)
+            } else if left > 16 && wide {
                 self.tile::<B, 3>(p0, dst)
             } else if left > 8 {
                 self.tile::<B, 2>(p0, dst)
@@ -320,19 +263,10 @@ impl Tiles<'_> {
                 }
             }
         }
-        for (&off, &wo) in self.offs.iter().zip(self.woffs) {
-            let wk = &self.w[wo..];
-            let s = &self.buf[p0 + off..][..width];
-            let mut x = [splat(0.0); V];
-            for (v, xv) in x.iter_mut().enumerate() {
-                *xv = load(&s[8 * v..]);
-            }
-            for (o, a) in acc.iter_mut().enumerate() {
-                let wv = splat(wk[o * self.ostride]);
-                for (av, &xv) in a.iter_mut().zip(&x) {
-                    *av = fma(wv, xv, *av);
-                }
-            }
+        if let Some(pack) = self.pack {
+            self.run3(pack, p0, &mut acc);
+        } else {
+            self.run_any(p0, &mut acc);
         }
         if whole {
             for (o, a) in acc.iter().enumerate() {
@@ -353,6 +287,55 @@ impl Tiles<'_> {
             }
         });
         width
+    }
+
+    /// `acc += ` the products of the tile at `p0`, any kernel: offsets and weights
+    /// looked up per (input channel, tap).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn run_any<const B: usize, const V: usize>(&self, p0: usize, acc: &mut [[F8; V]; B]) {
+        let width = 8 * V;
+        for (&off, &wo) in self.offs.iter().zip(self.woffs) {
+            let wk = &self.w[wo..];
+            let s = &self.buf[p0 + off..][..width];
+            let mut x = [splat(0.0); V];
+            for (v, xv) in x.iter_mut().enumerate() {
+                *xv = load(&s[8 * v..]);
+            }
+            for (o, a) in acc.iter_mut().enumerate() {
+                let wv = splat(wk[o * self.ostride]);
+                for (av, &xv) in a.iter_mut().zip(&x) {
+                    *av = fma(wv, xv, *av);
+                }
+            }
+        }
+    }
+
+    /// `acc += ` the products of the tile at `p0` for a 3x3 kernel with dilation 1:
+    /// per input channel and kernel row, one bounds check for the strip (its length
+    /// is fixed by `V`) and none for the packed weights, three taps at fixed offsets.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn run3<const B: usize, const V: usize>(&self, pack: &[f32], p0: usize, acc: &mut [[F8; V]; B]) {
+        let (row, chan) = (self.strip.row, self.strip.chan);
+        for (i, wi) in pack.chunks_exact(9 * B).enumerate() {
+            for ky in 0..3 {
+                let r = &self.buf[i * chan + ky * row + p0..][..8 * V + 2];
+                let wr = &wi[3 * B * ky..][..3 * B];
+                for kx in 0..3 {
+                    let mut x = [splat(0.0); V];
+                    for (v, xv) in x.iter_mut().enumerate() {
+                        *xv = load(&r[kx + 8 * v..]);
+                    }
+                    for (o, a) in acc.iter_mut().enumerate() {
+                        let wv = splat(wr[kx * B + o]);
+                        for (av, &xv) in a.iter_mut().zip(&x) {
+                            *av = fma(wv, xv, *av);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -2,15 +2,15 @@
 //! for stride-1 convolutions.
 //!
 //! - Many (input channel, tap) rows: vectors run over output channels. The output
-//!   gradient is transposed into `gyT[p][oc]` (zeros at dropped strip positions and
-//!   padding channels); a tile is `R` rows x `8 * V` channels (12 accumulators), summed
-//!   over every position with one broadcast input word per row, and over every sample
-//!   in `gwT` before it is added to `gw`: no horizontal sums.
+//!   gradient is transposed into `gyT[p][oc]`, 8x8 words at a time (zeros at dropped
+//!   strip positions and padding channels); a tile is `R` rows x `8 * V` channels (12
+//!   accumulators), summed over every position with one broadcast input word per row,
+//!   and over every sample in `gwT` before it is added to `gw`: no horizontal sums.
 //! - Few rows (W1's first layer: 1 channel x 9 taps): transposing costs more than the
 //!   few products per element it feeds, so tiles run along positions instead: `B`
 //!   channels x `T` rows of 8-lane partial sums over a sample's strip.
 
-use super::avx2::{fma, load, splat, store, F8};
+use super::avx2::{fma, load, splat, store, transpose8, F8};
 use super::strip::{copy_short, Strip, MAX_K, OB, PLANE_WORDS, T_WORDS};
 use crate::kernels::conv::ConvGeom;
 
@@ -62,14 +62,14 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
             gwt.fill(0.0);
             for n in 0..g.n {
                 s.fill(&mut buf, &x[(n * g.c_in + grp * cin + c0) * ip..], nin);
-                for oc in 0..cout {
-                    let src = &gy[(n * g.c_out + grp * cout + oc) * op..][..op];
-                    for (oy, r) in src.chunks_exact(g.ow).enumerate() {
-                        for (ox, &v) in r.iter().enumerate() {
-                            gyt[(oy * s.row + ox) * ocp + oc] = v;
-                        }
-                    }
-                }
+                transpose_gy(
+                    &gy[(n * g.c_out + grp * cout) * op..],
+                    cout,
+                    [g.oh, g.ow],
+                    s.row,
+                    ocp,
+                    gyt,
+                );
                 let d = Dots {
                     buf: &buf[..nin * s.chan],
                     gyt,
@@ -95,6 +95,46 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
         }
     }
     true
+}
+
+/// `gyT[(oy * row + ox) * ocp + oc] = gy[oc][oy][ox]` for `cout` planes of `out` size:
+/// 8 channels x 8 positions at a time through an 8x8 transpose (the last vector of a row
+/// reads past it, into the next row or plane, and stores only the row's positions),
+/// the rest one word at a time.
+#[target_feature(enable = "avx2,fma")]
+fn transpose_gy(gy: &[f32], cout: usize, out: [usize; 2], row: usize, ocp: usize, gyt: &mut [f32]) {
+    let [oh, ow] = out;
+    let op = oh * ow;
+    let whole = cout / 8 * 8;
+    for oc0 in (0..whole).step_by(8) {
+        for oy in 0..oh {
+            for ox in (0..ow).step_by(8) {
+                let n = (ow - ox).min(8);
+                let at = oc0 * op + oy * ow + ox;
+                if at + 7 * op + 8 > gy.len() {
+                    for (l, o) in (0..n).flat_map(|l| (0..8).map(move |o| (l, o))) {
+                        gyt[(oy * row + ox + l) * ocp + oc0 + o] = gy[at + o * op + l];
+                    }
+                    continue;
+                }
+                let mut r = [splat(0.0); 8];
+                for (o, rv) in r.iter_mut().enumerate() {
+                    *rv = load(&gy[at + o * op..]);
+                }
+                let t = transpose8(r);
+                for (l, &tv) in t.iter().enumerate().take(n) {
+                    store(tv, &mut gyt[(oy * row + ox + l) * ocp + oc0..]);
+                }
+            }
+        }
+    }
+    for oc in whole..cout {
+        for (oy, r) in gy[oc * op..][..op].chunks_exact(ow).enumerate() {
+            for (ox, &v) in r.iter().enumerate() {
+                gyt[(oy * row + ox) * ocp + oc] = v;
+            }
+        }
+    }
 }
 
 /// Output and input channels of a [`pointwise`] tile.

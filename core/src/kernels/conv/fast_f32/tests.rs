@@ -357,3 +357,54 @@ fn pointwise_weight_gradient_over_packed_chunks_matches_generic() {
         }
     }
 }
+
+#[test]
+fn packed_3x3_strip_tiles_match_generic() {
+    // The 3x3 strip tiles with packed weights, and the row tiles of the forward pass
+    // (rows of 8 or more outputs; rows of 8 to 28 outputs cover every overlap of a
+    // row's last vector): odd plane sizes (strips of every tile width), paddings 0..2, batches, output channel counts that leave blocks of 1-3
+    // (and one channel, which takes the widest tiles), groups, more output channels
+    // than the pack holds for all input channels at once (chunks), and too many for it
+    // to hold even one input channel (the unpacked tiles).
+    let mut rng = Rng::new(17);
+    for (n, c_in, c_out, hw, p, groups) in [
+        (3, 1, 8, [28, 28], [1, 1], 1),
+        (2, 8, 1, [13, 11], [1, 1], 1),
+        (2, 5, 7, [9, 17], [0, 2], 1),
+        (1, 3, 6, [5, 23], [2, 0], 1),
+        (2, 4, 4, [6, 8], [1, 1], 1),
+        (1, 2, 9, [3, 16], [1, 1], 1),
+        (2, 6, 10, [7, 7], [1, 1], 2),
+        (2, 4, 8, [9, 10], [1, 1], 2),
+        (1, 12, 300, [6, 6], [1, 1], 1),
+        (1, 2, 1000, [4, 5], [1, 1], 1),
+    ] {
+        let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], p, [1, 1], groups).unwrap();
+        let handled = check(&mut rng, &g);
+        if cfg!(target_arch = "x86_64") && cpu_has_avx2_fma() {
+            assert!(handled[2] >= 2, "{g:?}: {handled:?}");
+        }
+    }
+}
+
+#[test]
+fn transposed_output_gradients_match_generic() {
+    // Backward-weight transposes the output gradient 8 channels x 8 positions at a
+    // time: rows that are not multiples of 8, the last plane's last row (read word by
+    // word rather than past the end), channel counts that leave 1-7 channels over,
+    // groups, batches.
+    let mut rng = Rng::new(19);
+    for (n, c_in, c_out, hw, p, groups) in [
+        (2, 5, 8, [5, 9], [1, 1], 1),
+        (3, 4, 11, [6, 6], [0, 0], 1),
+        (1, 6, 16, [3, 13], [1, 2], 1),
+        (2, 8, 32, [7, 7], [1, 1], 2),
+        (1, 4, 15, [8, 8], [1, 1], 1),
+    ] {
+        let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], p, [1, 1], groups).unwrap();
+        let handled = check(&mut rng, &g);
+        if cfg!(target_arch = "x86_64") && cpu_has_avx2_fma() {
+            assert_eq!(handled[2], 3, "{g:?}: {handled:?}");
+        }
+    }
+}

@@ -26,5 +26,8 @@ done
 cargo build -p torchlet-onnx --release --target wasm32-unknown-unknown -q
 
 echo "--- host tests (release)"
-cargo test --workspace --release -q 2>&1 | tee /tmp/torchlet-core-tests.log
-grep -q "test result: ok" /tmp/torchlet-core-tests.log
+# Its own log file, so that runs from several checkouts at once do not share one.
+log=$(mktemp -t torchlet-core-tests.XXXXXX.log)
+cargo test --workspace --release -q 2>&1 | tee "$log"
+grep -q "test result: ok" "$log"
+rm -f "$log"

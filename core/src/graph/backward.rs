@@ -117,7 +117,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// A zeroed gradient for node `j` unless it has one.
-    fn ensure_grad(&mut self, j: usize) -> Result<()> {
+    pub(crate) fn ensure_grad(&mut self, j: usize) -> Result<()> {
         if self.nodes[j].requires_grad() && self.nodes[j].grad().is_none() {
             let g = self.arena.alloc_zeroed(self.nodes[j].shape().numel())?;
             self.nodes[j].set_grad(Some(g));

@@ -59,6 +59,11 @@ pub trait KernelSet<S: Scalar> {
     ) {
         norm::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx)
     }
+    /// [`KernelSet::batch_norm_backward_batch`] for a fresh input gradient, over the
+    /// output's, with the affine gradients' sums left in `saved` (`kernels/norm.rs`).
+    fn batch_norm_backward_batch_in_place(g: NormGeom, x: &[S], w: &[S], saved: &mut [S], gy: &mut [S]) {
+        norm::batch_norm_backward_batch_in_place(g, x, w, saved, gy)
+    }
     /// `x = relu6(x)` in place, with the bits of `0 < x < 6` in `mask` (empty: none kept).
     fn relu6_masked(x: &mut [S], mask: &mut [S]) {
         let six = S::from_count(6);
@@ -193,6 +198,13 @@ impl KernelSet<f32> for F32Tiles {
             return;
         }
         norm::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx)
+    }
+    fn batch_norm_backward_batch_in_place(g: NormGeom, x: &[f32], w: &[f32], saved: &mut [f32], gy: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::batch_norm_backward_batch_in_place(g, x, w, saved, gy) {
+            return;
+        }
+        norm::batch_norm_backward_batch_in_place(g, x, w, saved, gy)
     }
     fn relu6_masked(x: &mut [f32], mask: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]

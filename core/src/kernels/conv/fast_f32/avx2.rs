@@ -155,6 +155,22 @@ pub(crate) fn batch_norm_backward_batch(
     }
 }
 
+/// BatchNorm's backward with batch statistics over the output gradient (`norm8.rs`);
+/// `false` (nothing written) without AVX2.
+pub(crate) fn batch_norm_backward_batch_in_place(
+    g: NormGeom,
+    x: &[f32],
+    w: &[f32],
+    saved: &mut [f32],
+    gy: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::batch_norm_backward_batch_in_place(g, x, w, saved, gy) };
+        true
+    }
+}
+
 /// ReLU6 in place with its mask bits (`norm8.rs`); `false` (nothing written) without AVX2.
 pub(crate) fn relu6_masked(x: &mut [f32], mask: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.

@@ -312,7 +312,13 @@ pub fn batch_norm_backward_batch<S: Scalar>(
 /// becomes each channel's bias and weight gradient terms `[sum gy; c]`,
 /// `[sum gy * xhat; c]`: the same sums, so no buffer is cleared and `gy` is read once
 /// less.
-pub fn batch_norm_backward_batch_in_place<S: Scalar>(g: NormGeom, x: &[S], w: &[S], saved: &mut [S], gy: &mut [S]) {
+pub fn batch_norm_backward_batch_in_place<S: Scalar>(
+    g: NormGeom,
+    x: &[S],
+    w: &[S],
+    saved: &mut [S],
+    gy: &mut [S],
+) {
     for ch in 0..g.c {
         let (m, r) = (saved[ch], saved[g.c + ch]);
         let a = r * param(w, ch, S::ONE);

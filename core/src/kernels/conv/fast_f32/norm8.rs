@@ -394,7 +394,13 @@ mod tests {
             let x: Vec<f32> = random(&mut rng, len).iter().map(|v| v * 2.0 - 0.6).collect();
             let gy = random(&mut rng, len);
             let saved: Vec<f32> = (0..2 * c)
-                .map(|i| if i < c { 0.1 * i as f32 } else { 0.5 + 0.25 * (i - c) as f32 })
+                .map(|i| {
+                    if i < c {
+                        0.1 * i as f32
+                    } else {
+                        0.5 + 0.25 * (i - c) as f32
+                    }
+                })
                 .collect();
             let w = random(&mut rng, c);
             for w in [&w[..], &[]] {
@@ -408,7 +414,9 @@ mod tests {
                 assert_eq!((bits(&gv), bits(&s[..c]), bits(&s[c..])), want, "generic {g:?}");
                 if avx2::available() {
                     let (mut s, mut gv) = (saved.clone(), gy.clone());
-                    assert!(avx2::batch_norm_backward_batch_in_place(g, &x, w, &mut s, &mut gv));
+                    assert!(avx2::batch_norm_backward_batch_in_place(
+                        g, &x, w, &mut s, &mut gv
+                    ));
                     assert_eq!((bits(&gv), bits(&s[..c]), bits(&s[c..])), want, "avx2 {g:?}");
                 }
             }

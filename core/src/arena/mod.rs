@@ -61,6 +61,10 @@ pub struct Arena<'a, S: Scalar> {
     dry: bool,
     scratch_top: usize,
     persist_bottom: usize,
+    /// Bottom of backward's gradient stack, which grows down from `persist_bottom`
+    /// (hosts and wasm; see [`Arena::alloc_grad`]).
+    #[cfg(not(target_arch = "arm"))]
+    grads_bottom: usize,
     high_water: usize,
     /// Who allocates now (the graph keeps it current), named by an exhausted arena.
     pub(crate) site: Site,
@@ -80,6 +84,8 @@ impl<'a, S: Scalar> Arena<'a, S> {
             dry: false,
             scratch_top: 0,
             persist_bottom: capacity,
+            #[cfg(not(target_arch = "arm"))]
+            grads_bottom: capacity,
             high_water: 0,
             site: Site::default(),
         }
@@ -97,6 +103,8 @@ impl<'a, S: Scalar> Arena<'a, S> {
             dry: false,
             scratch_top: 0,
             persist_bottom: capacity_words,
+            #[cfg(not(target_arch = "arm"))]
+            grads_bottom: capacity_words,
             high_water: 0,
             site: Site::default(),
         }
@@ -134,11 +142,11 @@ impl<'a, S: Scalar> Arena<'a, S> {
     }
 
     fn words_in_use(&self) -> usize {
-        self.scratch_top + (self.capacity - self.persist_bottom)
+        self.scratch_top + (self.capacity - self.low_end())
     }
 
     fn free_words(&self) -> usize {
-        self.persist_bottom - self.scratch_top
+        self.low_end() - self.scratch_top
     }
 
     fn exhausted(&self, len: usize) -> Error {
@@ -160,7 +168,8 @@ impl<'a, S: Scalar> Arena<'a, S> {
         Ok(span)
     }
 
-    /// Scratch words set to zero (gradient buffers accumulate with `+=`).
+    /// Scratch words set to zero (Cortex-M's gradient buffers, see [`Arena::alloc_grad`]).
+    #[cfg(target_arch = "arm")]
     pub(crate) fn alloc_zeroed(&mut self, len: usize) -> Result<Span> {
         let span = self.alloc(len)?;
         self.fill(span, S::ZERO);
@@ -169,10 +178,20 @@ impl<'a, S: Scalar> Arena<'a, S> {
 
     /// Long-lived words, set to zero.
     pub(crate) fn alloc_persistent(&mut self, len: usize) -> Result<Span> {
+        #[cfg(not(target_arch = "arm"))]
+        if self.grads_bottom != self.persist_bottom {
+            return Err(Error::InvalidState {
+                what: "long-lived memory cannot grow under the gradients of an unfinished backward (end the step first)",
+            });
+        }
         if len > self.free_words() {
             return Err(self.exhausted(len));
         }
         self.persist_bottom -= len;
+        #[cfg(not(target_arch = "arm"))]
+        {
+            self.grads_bottom = self.persist_bottom;
+        }
         self.high_water = self.high_water.max(self.words_in_use());
         let span = Span {
             off: self.persist_bottom,
@@ -265,7 +284,7 @@ impl<'a, S: Scalar> Arena<'a, S> {
     /// Sets the scratch top back to a value taken with [`Arena::mark`] (undoing a
     /// dry run, which may have moved it either way).
     pub(crate) fn set_scratch_top(&mut self, top: usize) {
-        if top <= self.persist_bottom {
+        if top <= self.low_end() {
             self.scratch_top = top;
         }
     }
@@ -307,6 +326,10 @@ impl<'a, S: Scalar> Arena<'a, S> {
     /// Frees all scratch (end of a step).
     pub(crate) fn reset_scratch(&mut self) {
         self.scratch_top = 0;
+        #[cfg(not(target_arch = "arm"))]
+        {
+            self.grads_bottom = self.persist_bottom;
+        }
     }
 
     pub(crate) fn fill(&mut self, span: Span, v: S) {
@@ -465,5 +488,8 @@ impl<S: Scalar> Arena<'_, S> {
     }
 }
 
+mod grads;
+#[cfg(not(target_arch = "arm"))]
+pub(crate) use grads::grads_shift;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,8 @@
 //!   the node table and the scratch top are then restored.
 //! - Gradients are allocated lazily, when the node that produces them runs, and each
 //!   node's output gradient and saved values are released right after its backward
-//!   has run (scratch compacts, see `memory.rs`), so live gradients form a stack.
+//!   has run (scratch compacts, see `memory.rs`), so live gradients form a stack
+//!   (on hosts and wasm their own, `arena/grads.rs`).
 //! - Data of tensors the caller freed goes as soon as no pending backward reads it.
 //! - The walk calls each record's rule and nothing else: a rule allocates its inputs'
 //!   gradients ([`Graph::grads_for`]) or hands its own over in place (reshape, relu_).
@@ -103,9 +104,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             };
         }
         let top = self.arena.mark();
+        #[cfg(not(target_arch = "arm"))]
+        let grads = self.arena.grads_mark();
         self.arena.set_dry(true);
         let dry = self.walk(id, None);
         self.arena.set_dry(false);
+        #[cfg(not(target_arch = "arm"))]
+        self.arena.set_grads_bottom(grads);
         for (n, m) in self.nodes.iter_mut().zip(snap.iter()) {
             n.data = m.data;
             n.saved = m.saved;
@@ -117,9 +122,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// A zeroed gradient for node `j` unless it has one.
-    fn ensure_grad(&mut self, j: usize) -> Result<()> {
+    pub(crate) fn ensure_grad(&mut self, j: usize) -> Result<()> {
         if self.nodes[j].requires_grad() && self.nodes[j].grad().is_none() {
-            let g = self.arena.alloc_zeroed(self.nodes[j].shape().numel())?;
+            let g = self.arena.alloc_grad(self.nodes[j].shape().numel())?;
             self.nodes[j].set_grad(Some(g));
         }
         Ok(())
@@ -185,6 +190,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 (h.finished)(self, j)?;
             }
         }
+        #[cfg(not(target_arch = "arm"))]
+        self.grads_to_scratch();
         Ok(())
     }
 

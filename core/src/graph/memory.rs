@@ -8,7 +8,9 @@
 //!   read their input, sigmoid and tanh their output; ReLU and max pooling keep compact
 //!   masks and indices instead).
 //! - Backward frees each activation gradient and each node's saved values as soon as
-//!   that node's backward has run (see `backward.rs`).
+//!   that node's backward has run (see `backward.rs`). On hosts and wasm the
+//!   gradients live on a second stack at the free gap's top (`arena/grads.rs`), so
+//!   freeing the forward's data under them moves no gradient.
 
 use super::{Graph, NodeId, Tensor, PARAM_GEN};
 use crate::arena::Span;
@@ -116,10 +118,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
     }
 
-    /// Frees the scratch span `hole` and keeps every recorded span pointing at its data.
+    /// Frees the scratch (or gradient stack) span `hole` and keeps every recorded span
+    /// pointing at its data.
     pub(crate) fn reclaim(&mut self, hole: Span) {
         let top = self.arena.mark();
-        if hole.len == 0 || hole.end() > top {
+        #[cfg(not(target_arch = "arm"))]
+        let grads = self.arena.in_grads(hole);
+        #[cfg(target_arch = "arm")]
+        let grads = false;
+        if hole.len == 0 || (hole.end() > top && !grads) {
             return;
         }
         #[cfg(not(target_arch = "arm"))]
@@ -138,7 +145,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 });
                 return;
             }
-            self.close_pending();
+            // Full: closed together with this one (closing them first would move it).
+            return self.close_pending_with(Some(hole));
+        }
+        #[cfg(not(target_arch = "arm"))]
+        if grads {
+            return self.close_grad_holes(&[hole]);
         }
         self.arena.close_hole(hole);
         let fix = |s: &mut Span| {
@@ -180,12 +192,29 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// [`Graph::defer_reclaims`] and this call nothing may be allocated.
     pub(crate) fn close_pending(&mut self) {
         #[cfg(not(target_arch = "arm"))]
+        self.close_pending_with(None);
+    }
+}
+
+#[cfg(not(target_arch = "arm"))]
+impl<S: Scalar, const N: usize> Graph<'_, S, N> {
+    /// [`Graph::close_pending`], with one more hole not collected yet.
+    fn close_pending_with(&mut self, extra: Option<Span>) {
         {
-            let (mut spans, n) = (self.pending.spans, self.pending.n);
+            let mut spans = [Span::EMPTY; PENDING + 1];
+            let mut n = self.pending.n;
+            spans[..n].copy_from_slice(&self.pending.spans[..n]);
+            if let Some(h) = extra {
+                spans[n] = h;
+                n += 1;
+            }
             self.pending = Pending::default();
             let holes = &mut spans[..n];
             holes.sort_unstable_by_key(|h| h.off);
-            let holes = &*holes;
+            // Scratch's holes, then the gradient stack's (above every scratch span).
+            let split = holes.iter().position(|h| self.arena.in_grads(*h)).unwrap_or(n);
+            let (holes, grads) = holes.split_at(split);
+            self.close_grad_holes(grads);
             debug_assert!(
                 holes.windows(2).all(|w| w[0].end() <= w[1].off),
                 "overlapping holes"
@@ -214,6 +243,32 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                     }
                 }
                 s.off -= shift;
+            });
+        }
+    }
+
+    /// Frees the sorted, disjoint `holes` of the gradient stack and moves the spans.
+    fn close_grad_holes(&mut self, holes: &[Span]) {
+        if holes.is_empty() {
+            return;
+        }
+        let bottom = self.arena.grads_mark();
+        self.arena.close_grad_holes(holes);
+        self.fix_spans(|s| {
+            if let Some(t) = crate::arena::grads_shift(*s, bottom, holes) {
+                *s = t;
+            }
+        });
+    }
+
+    /// At the end of backward: the gradients still held move down to scratch.
+    pub(crate) fn grads_to_scratch(&mut self) {
+        let (from, to, len) = self.arena.grads_to_scratch();
+        if len > 0 {
+            self.fix_spans(|s| {
+                if s.off >= from && s.off < from + len {
+                    s.off = s.off - from + to;
+                }
             });
         }
     }
@@ -260,5 +315,30 @@ mod tests {
         g.free(t[2]).unwrap();
         assert_eq!(g.arena().used_bytes(), used - 9 * 4);
         assert_eq!(g.data(t[4]).unwrap(), &[4.5; 5]);
+    }
+
+    #[test]
+    fn gradients_grow_apart_from_the_data_and_end_on_scratch() {
+        let mut buf = [0.0f32; 256];
+        let mut g: Graph<f32, 8> = Graph::new(&mut buf);
+        let x = g.input_with_grad(&[4], &[1.0, -2.0, 3.0, -4.0]).unwrap();
+        let y = g.mul(x, x).unwrap();
+        let s = g.sum(y, &[], false).unwrap();
+        let top = g.arena.mark();
+        g.defer_reclaims();
+        // A gradient comes from the free gap's far end, not scratch's top.
+        g.ensure_grad(s.id as usize).unwrap();
+        let gs = g.nodes[s.id as usize].grad().unwrap();
+        assert!(g.arena.in_grads(gs) && g.arena.mark() == top, "{gs:?}");
+        g.nodes[s.id as usize].set_grad(None);
+        g.reclaim(gs);
+        g.close_pending();
+        assert_eq!(g.arena.grads_mark(), 256);
+        g.backward(s).unwrap();
+        assert_eq!(g.grad(x).unwrap().unwrap(), &[2.0, -4.0, 6.0, -8.0]);
+        // What backward leaves moves down to scratch: the gap is whole again.
+        let gx = g.nodes[x.id as usize].grad().unwrap();
+        assert!(!g.arena.in_grads(gx) && gx.end() <= g.arena.mark(), "{gx:?}");
+        assert_eq!(g.arena.grads_mark(), 256);
     }
 }

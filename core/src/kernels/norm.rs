@@ -306,6 +306,37 @@ pub fn batch_norm_backward_batch<S: Scalar>(
     }
 }
 
+/// [`batch_norm_backward_batch`] for a fresh input gradient, written over the output's:
+/// `gy` becomes `0 + w * r * (gy - mean(gy) - xhat * mean(gy * xhat))` (the bits of
+/// adding to a zeroed buffer), and `saved` (`[mean; c]`, `[inv std; c]`, read first)
+/// becomes each channel's bias and weight gradient terms `[sum gy; c]`,
+/// `[sum gy * xhat; c]`: the same sums, so no buffer is cleared and `gy` is read once
+/// less.
+pub fn batch_norm_backward_batch_in_place<S: Scalar>(
+    g: NormGeom,
+    x: &[S],
+    w: &[S],
+    saved: &mut [S],
+    gy: &mut [S],
+) {
+    for ch in 0..g.c {
+        let (m, r) = (saved[ch], saved[g.c + ch]);
+        let a = r * param(w, ch, S::ONE);
+        let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
+        let [s1, s2] = S::fold_run_pairs(runs, |[s1, s2], xv, gv| {
+            [S::acc_add(s1, gv), S::mac(s2, gv, (xv - m) * r)]
+        });
+        (saved[ch], saved[g.c + ch]) = (S::from_acc(s1), S::from_acc(s2));
+        let (m1, m2) = (S::acc_mean(s1, g.per_channel()), S::acc_mean(s2, g.per_channel()));
+        for b in 0..g.n {
+            let at = (b * g.c + ch) * g.inner;
+            for (gv, &xv) in gy[at..at + g.inner].iter_mut().zip(&x[at..at + g.inner]) {
+                *gv = S::ZERO + a * (*gv - m1 - (xv - m) * r * m2);
+            }
+        }
+    }
+}
+
 /// `gy *= w * r` per channel (`r` the saved inverse standard deviations): batch
 /// norm's input gradient with fixed statistics, written over the output's.
 pub fn scale_channels_in_place<S: Scalar>(g: NormGeom, saved: &[S], w: &[S], gy: &mut [S]) {

@@ -34,6 +34,19 @@ pub trait KernelSet<S: Scalar> {
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[S], gb: &mut [S]) {
         conv::conv2d_backward_bias(g, gy, gb)
     }
+    /// `gx +=` and `gw +=` a convolution's input and weight gradients in one call,
+    /// where a kernel shares work between them; `false` (nothing written): call
+    /// [`KernelSet::conv2d_backward_input`] and [`KernelSet::conv2d_backward_weight`].
+    fn conv2d_backward_input_weight(
+        _g: &ConvGeom,
+        _gy: &[S],
+        _x: &[S],
+        _w: &[S],
+        _gx: &mut [S],
+        _gw: &mut [S],
+    ) -> bool {
+        false
+    }
     /// Max pooling with packed winner positions (`kernels/pool/max.rs`).
     fn max_pool2d_forward_packed(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
         pool::max::max_pool2d_forward_packed(g, x, y, idx)
@@ -58,6 +71,11 @@ pub trait KernelSet<S: Scalar> {
         gx: &mut [S],
     ) {
         norm::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx)
+    }
+    /// [`KernelSet::batch_norm_backward_batch`] for a fresh input gradient, over the
+    /// output's, with the affine gradients' sums left in `saved` (`kernels/norm.rs`).
+    fn batch_norm_backward_batch_in_place(g: NormGeom, x: &[S], w: &[S], saved: &mut [S], gy: &mut [S]) {
+        norm::batch_norm_backward_batch_in_place(g, x, w, saved, gy)
     }
     /// `x = relu6(x)` in place, with the bits of `0 < x < 6` in `mask` (empty: none kept).
     fn relu6_masked(x: &mut [S], mask: &mut [S]) {
@@ -155,6 +173,16 @@ impl KernelSet<f32> for F32Tiles {
     fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) {
         conv::fast_f32::conv::conv2d_backward_weight(g, gy, x, gw)
     }
+    fn conv2d_backward_input_weight(
+        g: &ConvGeom,
+        gy: &[f32],
+        x: &[f32],
+        w: &[f32],
+        gx: &mut [f32],
+        gw: &mut [f32],
+    ) -> bool {
+        conv::fast_f32::dw8::conv2d_backward_both(g, gy, x, w, gx, gw)
+    }
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
         conv::bias::conv2d_backward_bias(g, gy, gb)
     }
@@ -193,6 +221,19 @@ impl KernelSet<f32> for F32Tiles {
             return;
         }
         norm::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx)
+    }
+    fn batch_norm_backward_batch_in_place(
+        g: NormGeom,
+        x: &[f32],
+        w: &[f32],
+        saved: &mut [f32],
+        gy: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::batch_norm_backward_batch_in_place(g, x, w, saved, gy) {
+            return;
+        }
+        norm::batch_norm_backward_batch_in_place(g, x, w, saved, gy)
     }
     fn relu6_masked(x: &mut [f32], mask: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]

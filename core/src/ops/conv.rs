@@ -3,6 +3,8 @@
 
 use super::registry::{need, opt, pair, uint, Attrs, OpSpec};
 use super::{expect_rank, window_out};
+#[cfg(not(target_arch = "arm"))]
+use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::graph::{word, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Packed, Params, Tensor};
 use crate::kernels::conv::ConvGeom;
@@ -256,6 +258,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<()> {
         let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
+        #[cfg(not(target_arch = "arm"))]
+        if self.conv_grads_at_once(g, [gy, xn.data, wn.data], x, w)? {
+            if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
+                self.exec([gy], gb, |[gy], gb| S::Kernels::conv2d_backward_bias(g, gy, gb))?;
+            }
+            return Ok(());
+        }
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, wn.data], gx, |[gy, w], gx| {
                 S::Kernels::conv2d_backward_input(g, gy, w, gx)
@@ -270,6 +279,23 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             self.exec([gy], gb, |[gy], gb| S::Kernels::conv2d_backward_bias(g, gy, gb))?;
         }
         Ok(())
+    }
+
+    /// The input's and the weight's gradients in one kernel call when the kernel set
+    /// has one for `g` (`reads`: output gradient, input, weight); `Ok(false)`: the
+    /// passes must run apart. Not when the weight stands in for its gradient (a direct
+    /// update: the input's gradient reads the weight before it changes). Cortex-M's
+    /// kernels have none: not linked there.
+    #[cfg(not(target_arch = "arm"))]
+    fn conv_grads_at_once(&mut self, g: &ConvGeom, reads: [Span; 3], x: NodeId, w: NodeId) -> Result<bool> {
+        let (Some(gx), Some(gw)) = (self.grad_of(x), self.grad_of(w)) else {
+            return Ok(false);
+        };
+        if gw == reads[2] || self.arena.is_meta() {
+            return Ok(false);
+        }
+        let ([gy, xd, wd], gx, gw) = self.arena.views2(reads, gx, gw)?;
+        Ok(S::Kernels::conv2d_backward_input_weight(g, gy, xd, wd, gx, gw))
     }
 
     /// conv2d called by name (`stride`, `padding`, `dilation`, `groups`).

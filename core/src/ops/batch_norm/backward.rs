@@ -34,11 +34,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         batch: bool,
         compact: bool,
     ) -> Result<()> {
-        let gy = self.grads_for(i)?;
         let (xn, saved) = (self.nodes[x as usize], self.nodes[i].saved);
         let g = norm_geom(OP, xn.shape())?;
         let c = g.c;
         let wd = w.map_or(Span::EMPTY, |w| self.nodes[w as usize].data);
+        if batch && self.batch_norm_batch_in_place(i, g, [xn.data, saved, wd], x, [w, b])? {
+            return Ok(());
+        }
+        let gy = self.grads_for(i)?;
         if batch {
             return self.batch_norm_batch_backward(g, [xn.data, gy, saved, wd], x, w, b);
         }
@@ -103,6 +106,41 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(())
     }
 
+    /// Backward with batch statistics when the input has no gradient yet: the output
+    /// gradient becomes the input's, computed over it, with the bias's and the weight's
+    /// gradients from the same sums (`reads`: input, saved statistics, weight). No
+    /// buffer is allocated or cleared. `Ok(false)`: the general path must run.
+    fn batch_norm_batch_in_place(
+        &mut self,
+        i: usize,
+        g: NormGeom,
+        reads: [Span; 3],
+        x: NodeId,
+        params: [Option<NodeId>; 2],
+    ) -> Result<bool> {
+        let [xd, saved, wd] = reads;
+        for p in params.into_iter().flatten() {
+            self.ensure_grad(p as usize)?;
+        }
+        let run = |g2: &mut Self, gy: Span| -> Result<()> {
+            if !g2.arena.is_meta() {
+                let ([xv, wv], sv, gv) = g2.arena.views2([xd, wd], saved, gy)?;
+                S::Kernels::batch_norm_backward_batch_in_place(g, xv, wv, sv, gv);
+            }
+            // `saved` now holds the sums of the bias's and the weight's gradients.
+            let c = g.c;
+            let [gw, gb] = params.map(|p| p.and_then(|p| g2.grad_of(p)));
+            if let Some(gb) = gb {
+                g2.exec([saved], gb, |[s], gb| add_to(gb, &s[..c]))?;
+            }
+            if let Some(gw) = gw {
+                g2.exec([saved], gw, |[s], gw| add_to(gw, &s[c..2 * c]))?;
+            }
+            Ok(())
+        };
+        self.pass_grad_in_place(i, x, run)
+    }
+
     /// Backward of a record with fixed statistics and a frozen weight: the saved
     /// values are the per-channel scales.
     fn batch_norm_folded_backward(
@@ -133,4 +171,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         Ok(())
     }
+}
+
+/// `d += s`, value by value.
+fn add_to<S: Scalar>(d: &mut [S], s: &[S]) {
+    d.iter_mut().zip(s).for_each(|(d, &s)| *d += s);
 }

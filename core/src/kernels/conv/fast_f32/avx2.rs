@@ -112,6 +112,25 @@ pub(crate) fn dw8_backward_weight(d: &Dw, gy: &[f32], x: &[f32], gw: &mut [f32])
     }
 }
 
+/// The AVX2 + FMA instance of `dw8.rs`'s two backward passes in one walk; `false` as
+/// [`dw8_forward`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dw8_backward_both(
+    di: &Dw,
+    dw: &Dw,
+    gy: &[f32],
+    x: &[f32],
+    w: &[f32],
+    gx: &mut [f32],
+    gw: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx::backward_both(di, dw, gy, x, w, gx, gw) };
+        true
+    }
+}
+
 /// BatchNorm's batch statistics (`norm8.rs`); `false` (nothing written) without AVX2.
 pub(crate) fn channel_stats(
     g: NormGeom,
@@ -151,6 +170,22 @@ pub(crate) fn batch_norm_backward_batch(
     // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
     available() && {
         unsafe { norm8::batch_norm_backward_batch(g, x, gy, saved, w, gw, gx) };
+        true
+    }
+}
+
+/// BatchNorm's backward with batch statistics over the output gradient (`norm8.rs`);
+/// `false` (nothing written) without AVX2.
+pub(crate) fn batch_norm_backward_batch_in_place(
+    g: NormGeom,
+    x: &[f32],
+    w: &[f32],
+    saved: &mut [f32],
+    gy: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { norm8::batch_norm_backward_batch_in_place(g, x, w, saved, gy) };
         true
     }
 }

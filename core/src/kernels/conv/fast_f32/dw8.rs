@@ -18,7 +18,10 @@
 //! - The copies in and out are 8x8 transposes of 8 pixels x 8 channels, read and
 //!   written as whole vectors (a plane is read as one run of pixels, so 4x4 and 7x7
 //!   planes need no per-row tails).
-//! - Stack: [`BUF_WORDS`] + [`OUT_WORDS`] words (18 KiB) per call.
+//! - Backward-input and backward-weight can run in one walk ([`conv2d_backward_both`]),
+//!   which copies each block of the output gradient into lanes once for both.
+//! - Stack: [`BUF_WORDS`] + [`OUT_WORDS`] words (18 KiB) per call, 28 KiB for both
+//!   backward passes at once.
 //! - The kernels are written once (`dw8_body.rs`); on x86_64 the AVX2 + FMA instance is
 //!   chosen at run time (`avx2.rs`), elsewhere and without AVX2 the portable one.
 
@@ -139,27 +142,6 @@ impl Dw {
             w: self.out[1],
             cols: self.out[1],
             off: 0,
-        }
-    }
-}
-
-/// Zeroes what [`Dw::src_place`] does not overwrite: the border, and everything when
-/// fewer than 8 lanes are filled.
-pub(super) fn clear(d: &Dw, buf: &mut [f32], nl: usize) {
-    let [h, w] = d.src;
-    let cols8 = d.cols * 8;
-    let buf = &mut buf[..d.rows * cols8];
-    if nl < 8 {
-        buf.fill(0.0);
-        return;
-    }
-    buf[..d.pad[0] * cols8].fill(0.0);
-    buf[(d.pad[0] + h) * cols8..].fill(0.0);
-    if d.pad[1] > 0 {
-        for r in d.pad[0]..d.pad[0] + h {
-            let row = &mut buf[r * cols8..][..cols8];
-            row[..d.pad[1] * 8].fill(0.0);
-            row[(d.pad[1] + w) * 8..].fill(0.0);
         }
     }
 }
@@ -321,6 +303,28 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     true
 }
 
+/// `gx += conv_transpose(gy, w)` and `gw += correlate(gy, x)` in one walk, each block of
+/// `gy` copied into lanes once; `false` (nothing written) unless this module takes both
+/// passes of `g`.
+pub fn conv2d_backward_both(
+    g: &ConvGeom,
+    gy: &[f32],
+    x: &[f32],
+    w: &[f32],
+    gx: &mut [f32],
+    gw: &mut [f32],
+) -> bool {
+    let (Some(di), Some(dw), true) = (Dw::new(g, Pass::Input), Dw::new(g, Pass::Weight), DISPATCH) else {
+        return false;
+    };
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::dw8_backward_both(&di, &dw, gy, x, w, gx, gw) {
+        return true;
+    }
+    portable::backward_both(&di, &dw, gy, x, w, gx, gw);
+    true
+}
+
 /// The portable instance of the three passes, whatever the CPU (for the tests).
 #[cfg(test)]
 pub(super) mod portable_only {
@@ -343,5 +347,20 @@ pub(super) mod portable_only {
         Dw::new(g, Pass::Weight)
             .map(|d| portable::backward_weight(&d, gy, x, gw))
             .is_some()
+    }
+    /// Portable [`super::conv2d_backward_both`].
+    pub fn conv2d_backward_both(
+        g: &ConvGeom,
+        gy: &[f32],
+        x: &[f32],
+        w: &[f32],
+        gx: &mut [f32],
+        gw: &mut [f32],
+    ) -> bool {
+        let (Some(di), Some(dw)) = (Dw::new(g, Pass::Input), Dw::new(g, Pass::Weight)) else {
+            return false;
+        };
+        portable::backward_both(&di, &dw, gy, x, w, gx, gw);
+        true
     }
 }

@@ -10,7 +10,7 @@
 /// `V`, `load`, `store`, `splat` and `fma`.
 macro_rules! dw8_kernels {
     ($(#[$attr:meta])*) => {
-        use super::{clear, from_lanes_scalar, to_lanes_scalar, weight_lanes, Dw, Place, BUF_WORDS, OUT_WORDS};
+        use super::{from_lanes_scalar, to_lanes_scalar, weight_lanes, Dw, Place, BUF_WORDS, OUT_WORDS};
 
         /// The 9 per-lane weight vectors of channels `c0..c0 + nl` (flipped for the
         /// transposed convolution).
@@ -139,6 +139,107 @@ macro_rules! dw8_kernels {
             }
         }
 
+        /// Zeroes `buf` before a block of fewer than 8 channels: the lanes past `nl`
+        /// hold the last block's values. (A buffer starts zeroed, and the copies in
+        /// write only the interior's first `nl` lanes: the border stays zero.)
+        #[inline]
+        fn clear_lanes(buf: &mut [f32], nl: usize) {
+            if nl < 8 {
+                buf.fill(0.0);
+            }
+        }
+
+        /// `part[t] += sum gy * x` over the taps of one sample's planes: `xb` padded as
+        /// `dw.src_place`, `gy`'s pixels at `gp` in `gb`.
+        $(#[$attr])*
+        #[inline]
+        fn weight_sums(dw: &Dw, xb: &[f32], gb: &[f32], gp: Place, part: &mut [V; 9]) {
+            let cols8 = dw.cols * 8;
+            for oy in 0..dw.out[0] {
+                let grow = gp.at(oy * dw.out[1]);
+                for ox in 0..dw.out[1] {
+                    let g = load(&gb[grow + ox * 8..]);
+                    let at = oy * dw.s[0] * cols8 + ox * dw.s[1] * 8;
+                    for ky in 0..3 {
+                        let row = &xb[at + ky * cols8..][..24];
+                        for kx in 0..3 {
+                            let a = &mut part[ky * 3 + kx];
+                            *a = fma(g, load(&row[kx * 8..]), *a);
+                        }
+                    }
+                }
+            }
+        }
+
+        /// `backward_input` (layout `di`) and `backward_weight` (layout `dw`) in one
+        /// walk: each block of `gy` is copied into lanes once for both, while `x`'s
+        /// block is in cache. The same bits as the two passes.
+        $(#[$attr])*
+        pub(in super::super) fn backward_both(di: &Dw, dw: &Dw, gy: &[f32], x: &[f32], w: &[f32], gx: &mut [f32], gw: &mut [f32]) {
+            let mut xb = [0.0f32; BUF_WORDS];
+            let mut gb = [0.0f32; BUF_WORDS];
+            let mut ob = [0.0f32; OUT_WORDS];
+            let (ip, op) = (dw.src[0] * dw.src[1], dw.out[0] * dw.out[1]);
+            let cols8 = di.cols * 8;
+            for c0 in (0..dw.c).step_by(8) {
+                let nl = (dw.c - c0).min(8);
+                clear_lanes(&mut xb, nl);
+                clear_lanes(&mut gb, nl);
+                let wv = weights(w, c0, nl, di.gather);
+                let mut acc = [splat(0.0); 9];
+                let one = splat(1.0);
+                for n in 0..dw.n {
+                    let first = n * dw.c + c0;
+                    to_lanes(&x[first * ip..], ip, nl, dw.src_place(), &mut xb);
+                    let mut part = [splat(0.0); 9];
+                    if di.gather {
+                        to_lanes(&gy[first * op..], op, nl, di.src_place(), &mut gb);
+                        weight_sums(dw, &xb, &gb, di.src_place(), &mut part);
+                        correlate(di, &gb, &wv, splat(0.0), &mut ob);
+                        from_lanes(&ob, di.out_place(), &mut gx[first * ip..], ip, nl, true);
+                    } else {
+                        to_lanes(&gy[first * op..], op, nl, dw.out_place(), &mut ob);
+                        weight_sums(dw, &xb, &ob, dw.out_place(), &mut part);
+                        // The scatter adds to the interior too: clear it.
+                        gb[..di.rows * cols8].fill(0.0);
+                        for oy in 0..di.out[0] {
+                            for ox in 0..di.out[1] {
+                                let g = load(&ob[(oy * di.out[1] + ox) * 8..]);
+                                let at = oy * di.s[0] * cols8 + ox * di.s[1] * 8;
+                                for ky in 0..3 {
+                                    let row = &mut gb[at + ky * cols8..][..24];
+                                    for kx in 0..3 {
+                                        let p = &mut row[kx * 8..][..8];
+                                        store(fma(wv[ky * 3 + kx], g, load(p)), p);
+                                    }
+                                }
+                            }
+                        }
+                        from_lanes(&gb, di.src_place(), &mut gx[first * ip..], ip, nl, true);
+                    }
+                    for (a, p) in acc.iter_mut().zip(part) {
+                        *a = fma(one, p, *a);
+                    }
+                }
+                add_sums(&acc, c0, nl, gw);
+            }
+        }
+
+        /// `gw[(c0 + l) * 9 + t] += acc[t][l]` for lanes `l < nl`.
+        $(#[$attr])*
+        #[inline]
+        fn add_sums(acc: &[V; 9], c0: usize, nl: usize, gw: &mut [f32]) {
+            let mut sums = [[0.0f32; 8]; 9];
+            for (s, a) in sums.iter_mut().zip(acc) {
+                store(*a, s);
+            }
+            for l in 0..nl {
+                for (t, s) in sums.iter().enumerate() {
+                    gw[(c0 + l) * 9 + t] += s[l];
+                }
+            }
+        }
+
         /// `y = conv(x, w) + b`, 8 channels of one sample at a time.
         $(#[$attr])*
         pub(in super::super) fn forward(d: &Dw, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
@@ -147,6 +248,7 @@ macro_rules! dw8_kernels {
             let (ip, op) = (d.src[0] * d.src[1], d.out[0] * d.out[1]);
             for c0 in (0..d.c).step_by(8) {
                 let nl = (d.c - c0).min(8);
+                clear_lanes(&mut buf, nl);
                 let wv = weights(w, c0, nl, false);
                 let mut bl = [0.0f32; 8];
                 if let Some(b) = b {
@@ -155,7 +257,6 @@ macro_rules! dw8_kernels {
                 let init = load(&bl);
                 for n in 0..d.n {
                     let first = n * d.c + c0;
-                    clear(d, &mut buf, nl);
                     to_lanes(&x[first * ip..], ip, nl, d.src_place(), &mut buf);
                     correlate(d, &buf, &wv, init, &mut obuf);
                     from_lanes(&obuf, d.out_place(), &mut y[first * op..], op, nl, false);
@@ -172,11 +273,11 @@ macro_rules! dw8_kernels {
             let cols8 = d.cols * 8;
             for c0 in (0..d.c).step_by(8) {
                 let nl = (d.c - c0).min(8);
+                clear_lanes(&mut buf, nl);
                 let wv = weights(w, c0, nl, d.gather);
                 for n in 0..d.n {
                     let first = n * d.c + c0;
                     if d.gather {
-                        clear(d, &mut buf, nl);
                         let (gp, xp) = (d.src[0] * d.src[1], d.out[0] * d.out[1]);
                         to_lanes(&gy[first * gp..], gp, nl, d.src_place(), &mut buf);
                         correlate(d, &buf, &wv, splat(0.0), &mut obuf);
@@ -212,46 +313,25 @@ macro_rules! dw8_kernels {
             let mut buf = [0.0f32; BUF_WORDS];
             let mut obuf = [0.0f32; OUT_WORDS];
             let (ip, op) = (d.src[0] * d.src[1], d.out[0] * d.out[1]);
-            let cols8 = d.cols * 8;
             for c0 in (0..d.c).step_by(8) {
                 let nl = (d.c - c0).min(8);
+                clear_lanes(&mut buf, nl);
                 // Per-sample sums, added to the batch's: shorter chains of additions.
                 let mut acc = [splat(0.0); 9];
                 let one = splat(1.0);
                 for n in 0..d.n {
                     let mut part = [splat(0.0); 9];
                     let first = n * d.c + c0;
-                    clear(d, &mut buf, nl);
                     to_lanes(&x[first * ip..], ip, nl, d.src_place(), &mut buf);
                     // Lanes past `nl` of `obuf` may hold another block's values; they
                     // only meet the zero lanes of `buf` and are never read out.
                     to_lanes(&gy[first * op..], op, nl, d.out_place(), &mut obuf);
-                    for oy in 0..d.out[0] {
-                        for ox in 0..d.out[1] {
-                            let g = load(&obuf[(oy * d.out[1] + ox) * 8..]);
-                            let at = oy * d.s[0] * cols8 + ox * d.s[1] * 8;
-                            for ky in 0..3 {
-                                let row = &buf[at + ky * cols8..][..24];
-                                for kx in 0..3 {
-                                    let a = &mut part[ky * 3 + kx];
-                                    *a = fma(g, load(&row[kx * 8..]), *a);
-                                }
-                            }
-                        }
-                    }
+                    weight_sums(d, &buf, &obuf, d.out_place(), &mut part);
                     for (a, p) in acc.iter_mut().zip(part) {
                         *a = fma(one, p, *a);
                     }
                 }
-                let mut sums = [[0.0f32; 8]; 9];
-                for (s, a) in sums.iter_mut().zip(&acc) {
-                    store(*a, s);
-                }
-                for l in 0..nl {
-                    for (t, s) in sums.iter().enumerate() {
-                        gw[(c0 + l) * 9 + t] += s[l];
-                    }
-                }
+                add_sums(&acc, c0, nl, gw);
             }
         }
     };

@@ -111,6 +111,39 @@ pub(super) fn bias_grads(g: NormGeom, gy: &[f32], gb: &mut [f32]) {
     }
 }
 
+/// Channel `ch`'s sums of `gy` and `gy * (x - m) * r` over the batch, in
+/// `lanes.rs`'s chains.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn backward_sums(g: NormGeom, x: &[f32], gy: &[f32], ch: usize, m: f32, r: f32) -> (f32, f32) {
+    let (mv, rv) = (splat(m).0, splat(r).0);
+    let (mut s1, mut s2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut tail = [0.0f32; 2];
+    for b in 0..g.n {
+        let (xr, gr) = (run(g, x, b, ch), run(g, gy, b, ch));
+        let (mut xc, mut gc) = (xr.chunks_exact(8), gr.chunks_exact(8));
+        for (xs, gs) in (&mut xc).zip(&mut gc) {
+            let (xv, gv) = (load(xs).0, load(gs).0);
+            s1 = _mm256_add_ps(s1, gv);
+            let d = _mm256_mul_ps(_mm256_sub_ps(xv, mv), rv);
+            s2 = _mm256_add_ps(s2, _mm256_mul_ps(gv, d));
+        }
+        for (&xv, &gv) in xc.remainder().iter().zip(gc.remainder()) {
+            tail = [tail[0] + gv, tail[1] + gv * ((xv - m) * r)];
+        }
+    }
+    (total(s1, tail[0]), total(s2, tail[1]))
+}
+
+/// `a * (gy - m1 - (x - m) * r * m2)` on 8 lanes (`k` holds `a, m1, m2, m, r`).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn input_grad(xv: __m256, gv: __m256, k: [__m256; 5]) -> __m256 {
+    let [av, m1v, m2v, mv, rv] = k;
+    let t = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(xv, mv), rv), m2v);
+    _mm256_mul_ps(av, _mm256_sub_ps(_mm256_sub_ps(gv, m1v), t))
+}
+
 /// `norm::batch_norm_backward_batch` for `f32`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn batch_norm_backward_batch(
@@ -125,40 +158,54 @@ pub(super) fn batch_norm_backward_batch(
     for ch in 0..g.c {
         let (m, r) = (saved[ch], saved[g.c + ch]);
         let a = r * w.get(ch).copied().unwrap_or(1.0);
-        let (mv, rv) = (splat(m).0, splat(r).0);
-        let (mut s1, mut s2) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let mut tail = [0.0f32; 2];
-        for b in 0..g.n {
-            let (xr, gr) = (run(g, x, b, ch), run(g, gy, b, ch));
-            let (mut xc, mut gc) = (xr.chunks_exact(8), gr.chunks_exact(8));
-            for (xs, gs) in (&mut xc).zip(&mut gc) {
-                let (xv, gv) = (load(xs).0, load(gs).0);
-                s1 = _mm256_add_ps(s1, gv);
-                let d = _mm256_mul_ps(_mm256_sub_ps(xv, mv), rv);
-                s2 = _mm256_add_ps(s2, _mm256_mul_ps(gv, d));
-            }
-            for (&xv, &gv) in xc.remainder().iter().zip(gc.remainder()) {
-                tail = [tail[0] + gv, tail[1] + gv * ((xv - m) * r)];
-            }
-        }
-        let (s1, s2) = (total(s1, tail[0]), total(s2, tail[1]));
+        let (s1, s2) = backward_sums(g, x, gy, ch, m, r);
         if let Some(v) = gw.get_mut(ch) {
             *v += s2;
         }
         let (m1, m2) = (mean(s1, g.per_channel()), mean(s2, g.per_channel()));
-        let (av, m1v, m2v) = (splat(a).0, splat(m1).0, splat(m2).0);
+        let k = [a, m1, m2, m, r].map(|v| splat(v).0);
         for b in 0..g.n {
             let at = (b * g.c + ch) * g.inner;
             let (gxr, xr, gr) = (&mut gx[at..at + g.inner], run(g, x, b, ch), run(g, gy, b, ch));
             let whole = g.inner / 8 * 8;
-            for k in (0..whole).step_by(8) {
-                let (xv, gv, ov) = (load(&xr[k..]).0, load(&gr[k..]).0, load(&gxr[k..]).0);
-                let t = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(xv, mv), rv), m2v);
-                let u = _mm256_mul_ps(av, _mm256_sub_ps(_mm256_sub_ps(gv, m1v), t));
-                store(F8(_mm256_add_ps(ov, u)), &mut gxr[k..]);
+            for j in (0..whole).step_by(8) {
+                let (xv, gv, ov) = (load(&xr[j..]).0, load(&gr[j..]).0, load(&gxr[j..]).0);
+                store(F8(_mm256_add_ps(ov, input_grad(xv, gv, k))), &mut gxr[j..]);
             }
-            for k in whole..g.inner {
-                gxr[k] += a * (gr[k] - m1 - (xr[k] - m) * r * m2);
+            for j in whole..g.inner {
+                gxr[j] += a * (gr[j] - m1 - (xr[j] - m) * r * m2);
+            }
+        }
+    }
+}
+
+/// `norm::batch_norm_backward_batch_in_place` for `f32`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn batch_norm_backward_batch_in_place(
+    g: NormGeom,
+    x: &[f32],
+    w: &[f32],
+    saved: &mut [f32],
+    gy: &mut [f32],
+) {
+    let zero = _mm256_setzero_ps();
+    for ch in 0..g.c {
+        let (m, r) = (saved[ch], saved[g.c + ch]);
+        let a = r * w.get(ch).copied().unwrap_or(1.0);
+        let (s1, s2) = backward_sums(g, x, gy, ch, m, r);
+        (saved[ch], saved[g.c + ch]) = (s1, s2);
+        let (m1, m2) = (mean(s1, g.per_channel()), mean(s2, g.per_channel()));
+        let k = [a, m1, m2, m, r].map(|v| splat(v).0);
+        for b in 0..g.n {
+            let at = (b * g.c + ch) * g.inner;
+            let (gr, xr) = (&mut gy[at..at + g.inner], run(g, x, b, ch));
+            let whole = g.inner / 8 * 8;
+            for j in (0..whole).step_by(8) {
+                let (xv, gv) = (load(&xr[j..]).0, load(&gr[j..]).0);
+                store(F8(_mm256_add_ps(zero, input_grad(xv, gv, k))), &mut gr[j..]);
+            }
+            for j in whole..g.inner {
+                gr[j] = 0.0 + a * (gr[j] - m1 - (xr[j] - m) * r * m2);
             }
         }
     }
@@ -335,6 +382,44 @@ mod tests {
             norm::bias_grads(g, &gy, &mut gb);
             assert!(avx2::bias_grads(g, &gy, &mut gb2));
             assert_eq!(bits(&gb), bits(&gb2), "bias {g:?}");
+        }
+    }
+
+    #[test]
+    fn in_place_backward_is_the_cleared_buffer_backward_and_the_bias_sums() {
+        let mut rng = Rng::new(11);
+        for (n, c, inner) in SHAPES {
+            let g = NormGeom { n, c, inner };
+            let len = n * c * inner;
+            let x: Vec<f32> = random(&mut rng, len).iter().map(|v| v * 2.0 - 0.6).collect();
+            let gy = random(&mut rng, len);
+            let saved: Vec<f32> = (0..2 * c)
+                .map(|i| {
+                    if i < c {
+                        0.1 * i as f32
+                    } else {
+                        0.5 + 0.25 * (i - c) as f32
+                    }
+                })
+                .collect();
+            let w = random(&mut rng, c);
+            for w in [&w[..], &[]] {
+                // What the general path computes into a cleared input gradient.
+                let (mut gw, mut gx, mut gb) = (vec![0.0; c], vec![0.0; len], vec![0.0; c]);
+                norm::batch_norm_backward_batch(g, &x, &gy, &saved, w, &mut gw, &mut gx);
+                norm::bias_grads(g, &gy, &mut gb);
+                let want = (bits(&gx), bits(&gb), bits(&gw));
+                let (mut s, mut gv) = (saved.clone(), gy.clone());
+                norm::batch_norm_backward_batch_in_place(g, &x, w, &mut s, &mut gv);
+                assert_eq!((bits(&gv), bits(&s[..c]), bits(&s[c..])), want, "generic {g:?}");
+                if avx2::available() {
+                    let (mut s, mut gv) = (saved.clone(), gy.clone());
+                    assert!(avx2::batch_norm_backward_batch_in_place(
+                        g, &x, w, &mut s, &mut gv
+                    ));
+                    assert_eq!((bits(&gv), bits(&s[..c]), bits(&s[c..])), want, "avx2 {g:?}");
+                }
+            }
         }
     }
 

@@ -262,27 +262,31 @@ fn handled_by(rng: &mut Rng, g: &ConvGeom, name: &str) -> usize {
     check(rng, g)[at]
 }
 
+/// Depthwise 3x3 shapes `dw8` takes, `(n, c, [h, w], stride, padding)`: W2's layers
+/// (smaller batches), then odd sizes, strides per axis, paddings 0..2, channel counts
+/// that are not multiples of 8, one channel.
+type DwShape = (usize, usize, [usize; 2], [usize; 2], [usize; 2]);
+const DW8_SHAPES: [DwShape; 14] = [
+    (2, 8, [14, 14], [1, 1], [1, 1]),
+    (3, 32, [14, 14], [2, 2], [1, 1]),
+    (2, 64, [7, 7], [1, 1], [1, 1]),
+    (2, 64, [7, 7], [2, 2], [1, 1]),
+    (3, 128, [4, 4], [1, 1], [1, 1]),
+    (2, 13, [9, 11], [1, 1], [0, 0]),
+    (1, 5, [10, 7], [2, 2], [2, 2]),
+    (3, 11, [13, 6], [1, 2], [0, 2]),
+    (2, 9, [5, 12], [2, 1], [2, 0]),
+    (2, 1, [3, 3], [1, 1], [1, 1]),
+    (1, 17, [16, 16], [2, 2], [1, 1]),
+    (1, 3, [14, 14], [1, 1], [2, 2]),
+    (4, 6, [1, 1], [1, 1], [1, 1]),
+    (2, 7, [3, 20], [2, 2], [0, 1]),
+];
+
 #[test]
 fn channel_interleaved_depthwise_matches_generic() {
     let mut rng = Rng::new(13);
-    // W2's depthwise layers (smaller batches), then odd sizes, strides per axis,
-    // paddings 0..2, channel counts that are not multiples of 8, one channel.
-    for (n, c, hw, s, p) in [
-        (2, 8, [14, 14], [1, 1], [1, 1]),
-        (3, 32, [14, 14], [2, 2], [1, 1]),
-        (2, 64, [7, 7], [1, 1], [1, 1]),
-        (2, 64, [7, 7], [2, 2], [1, 1]),
-        (3, 128, [4, 4], [1, 1], [1, 1]),
-        (2, 13, [9, 11], [1, 1], [0, 0]),
-        (1, 5, [10, 7], [2, 2], [2, 2]),
-        (3, 11, [13, 6], [1, 2], [0, 2]),
-        (2, 9, [5, 12], [2, 1], [2, 0]),
-        (2, 1, [3, 3], [1, 1], [1, 1]),
-        (1, 17, [16, 16], [2, 2], [1, 1]),
-        (1, 3, [14, 14], [1, 1], [2, 2]),
-        (4, 6, [1, 1], [1, 1], [1, 1]),
-        (2, 7, [3, 20], [2, 2], [0, 1]),
-    ] {
+    for (n, c, hw, s, p) in DW8_SHAPES {
         let g = geom(n, c, c, hw, [3, 3], s, p, [1, 1], c).unwrap();
         assert_eq!(handled_by(&mut rng, &g, "dw8"), 3, "{g:?}");
         assert_eq!(handled_by(&mut rng, &g, "dw8-portable"), 3, "{g:?}");
@@ -405,6 +409,47 @@ fn transposed_output_gradients_match_generic() {
         let handled = check(&mut rng, &g);
         if cfg!(target_arch = "x86_64") && cpu_has_avx2_fma() {
             assert_eq!(handled[2], 3, "{g:?}: {handled:?}");
+        }
+    }
+}
+
+/// `gx += `, `gw += ` in one walk against the two passes, bit for bit.
+type Both = fn(&ConvGeom, &[f32], &[f32], &[f32], &mut [f32], &mut [f32]) -> bool;
+
+#[test]
+fn depthwise_backward_in_one_walk_is_the_two_passes() {
+    use super::dw8::{self, portable_only as portable};
+    let mut rng = Rng::new(19);
+    let both: [(Bwd, Bwd, Both); 2] = [
+        (
+            dw8::conv2d_backward_input,
+            dw8::conv2d_backward_weight,
+            dw8::conv2d_backward_both,
+        ),
+        (
+            portable::conv2d_backward_input,
+            portable::conv2d_backward_weight,
+            portable::conv2d_backward_both,
+        ),
+    ];
+    // The last shape's backward-input is not dw8's (padding 3 at stride 1).
+    let declined = (2, 8, [6, 6], [1, 1], [3, 3]);
+    for (n, c, hw, s, p) in DW8_SHAPES.into_iter().chain([declined]) {
+        let g = geom(n, c, c, hw, [3, 3], s, p, [1, 1], c).unwrap();
+        let x = random(&mut rng, n * c * hw[0] * hw[1]);
+        let w = random(&mut rng, c * 9);
+        let gy = random(&mut rng, n * c * g.oh * g.ow);
+        let (gx0, gw0) = (random(&mut rng, x.len()), random(&mut rng, w.len()));
+        for (input, weight, at_once) in both {
+            let (mut gx, mut gw) = (gx0.clone(), gw0.clone());
+            let apart = input(&g, &gy, &w, &mut gx) & weight(&g, &gy, &x, &mut gw);
+            let (mut gx1, mut gw1) = (gx0.clone(), gw0.clone());
+            assert_eq!(at_once(&g, &gy, &x, &w, &mut gx1, &mut gw1), apart, "{g:?}");
+            if !apart {
+                (gx, gw) = (gx0.clone(), gw0.clone());
+            }
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!((bits(&gx1), bits(&gw1)), (bits(&gx), bits(&gw)), "{g:?}");
         }
     }
 }

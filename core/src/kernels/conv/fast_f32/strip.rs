@@ -38,6 +38,9 @@ pub(super) const MAX_K: usize = 512;
 pub(super) const OB: usize = 4;
 /// Words of the stack buffer of packed 3x3 weights (`Tiles::run3`).
 const PACK_WORDS: usize = 8192;
+/// Output positions (batch x plane) from which packing the 3x3 weights pays: below it
+/// (batch 1 on small planes) packing and clearing the buffer cost more than it saves.
+const PACK_MIN_POSITIONS: usize = 256;
 
 /// How a forward tile starts: from the bias (or zero), or from what the output holds.
 #[derive(Clone, Copy)]
@@ -91,12 +94,21 @@ impl Corr<'_> {
             ..*s
         };
         let mut offs_direct = [0usize; MAX_K];
-        // 3x3 kernels (dilation 1) whose weights fit `pack`: weights packed per block of
-        // output channels in the order `Tiles::run3` reads them.
+        // 3x3 kernels (dilation 1) whose weights fit `pack`, over enough positions to
+        // repay the packing: weights packed per block of output channels in the order
+        // `Tiles::run3` reads them.
         let fits = chunk.min(PACK_WORDS / (taps * self.cout));
-        let packed = self.k == [3, 3] && self.dil == [1, 1] && fits > 0;
+        let many = self.batch * out_plane >= PACK_MIN_POSITIONS;
+        let packed = self.k == [3, 3] && self.dil == [1, 1] && fits > 0 && many;
         let chunk = if packed { fits } else { chunk };
-        let mut pack = [0.0f32; PACK_WORDS];
+        let mut pack_words;
+        let pack: &mut [f32] = match packed {
+            true => {
+                pack_words = [0.0f32; PACK_WORDS];
+                &mut pack_words
+            }
+            false => &mut [],
+        };
         for grp in 0..self.groups {
             let mut c0 = 0;
             while c0 < self.cin {

@@ -366,7 +366,9 @@ fn pointwise_weight_gradient_over_packed_chunks_matches_generic() {
 fn packed_3x3_strip_tiles_match_generic() {
     // The 3x3 strip tiles with packed weights, and the row tiles of the forward pass
     // (rows of 8 or more outputs; rows of 8 to 28 outputs cover every overlap of a
-    // row's last vector): odd plane sizes (strips of every tile width), paddings 0..2, batches, output channel counts that leave blocks of 1-3
+    // row's last vector): odd plane sizes (strips of every tile width), paddings 0..2,
+    // batches (at least 256 output positions, where the weights are packed), output
+    // channel counts that leave blocks of 1-3
     // (and one channel, which takes the widest tiles), groups, more output channels
     // than the pack holds for all input channels at once (chunks), and too many for it
     // to hold even one input channel (the unpacked tiles).
@@ -375,13 +377,15 @@ fn packed_3x3_strip_tiles_match_generic() {
         (3, 1, 8, [28, 28], [1, 1], 1),
         (2, 8, 1, [13, 11], [1, 1], 1),
         (2, 5, 7, [9, 17], [0, 2], 1),
-        (1, 3, 6, [5, 23], [2, 0], 1),
-        (2, 4, 4, [6, 8], [1, 1], 1),
-        (1, 2, 9, [3, 16], [1, 1], 1),
-        (2, 6, 10, [7, 7], [1, 1], 2),
-        (2, 4, 8, [9, 10], [1, 1], 2),
-        (1, 12, 300, [6, 6], [1, 1], 1),
+        (2, 3, 6, [5, 23], [2, 0], 1),
+        (6, 4, 4, [6, 8], [1, 1], 1),
+        (6, 2, 9, [3, 16], [1, 1], 1),
+        (6, 6, 10, [7, 7], [1, 1], 2),
+        (3, 4, 8, [9, 10], [1, 1], 2),
+        (8, 12, 300, [6, 6], [1, 1], 1),
         (1, 2, 1000, [4, 5], [1, 1], 1),
+        // Batch 1 on a small plane: too few positions to pack (the unpacked tiles).
+        (1, 16, 32, [3, 5], [1, 1], 1),
     ] {
         let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], p, [1, 1], groups).unwrap();
         let handled = check(&mut rng, &g);

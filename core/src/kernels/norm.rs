@@ -272,6 +272,15 @@ pub fn fixed_backward_input<S: Scalar>(g: NormGeom, gy: &[S], saved: &[S], w: &[
     }
 }
 
+/// Channel `ch`'s sums of `gy` and `gy * (x - m) * r` over the batch (the bias's and
+/// the weight's gradients, and the input gradient's two means).
+fn backward_sums<S: Scalar>(g: NormGeom, x: &[S], gy: &[S], ch: usize, m: S, r: S) -> [S::Acc; 2] {
+    let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
+    S::fold_run_pairs(runs, |[s1, s2], xv, gv| {
+        [S::acc_add(s1, gv), S::mac(s2, gv, (xv - m) * r)]
+    })
+}
+
 /// Batch norm's backward with batch statistics in one read of `x` and `gy` per
 /// channel: `gw[ch] += sum gy * xhat` (skipped when `gw` is empty) and the input
 /// gradient `gx += w * r * (gy - mean(gy) - xhat * mean(gy * xhat))`, whose sums are
@@ -288,10 +297,7 @@ pub fn batch_norm_backward_batch<S: Scalar>(
     for ch in 0..g.c {
         let (m, r) = (saved[ch], saved[g.c + ch]);
         let a = r * param(w, ch, S::ONE);
-        let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
-        let [s1, s2] = S::fold_run_pairs(runs, |[s1, s2], xv, gv| {
-            [S::acc_add(s1, gv), S::mac(s2, gv, (xv - m) * r)]
-        });
+        let [s1, s2] = backward_sums(g, x, gy, ch, m, r);
         if let Some(v) = gw.get_mut(ch) {
             *v += S::from_acc(s2);
         }
@@ -322,10 +328,7 @@ pub fn batch_norm_backward_batch_in_place<S: Scalar>(
     for ch in 0..g.c {
         let (m, r) = (saved[ch], saved[g.c + ch]);
         let a = r * param(w, ch, S::ONE);
-        let runs = channel_runs(g, x, ch).zip(channel_runs(g, gy, ch));
-        let [s1, s2] = S::fold_run_pairs(runs, |[s1, s2], xv, gv| {
-            [S::acc_add(s1, gv), S::mac(s2, gv, (xv - m) * r)]
-        });
+        let [s1, s2] = backward_sums(g, x, gy, ch, m, r);
         (saved[ch], saved[g.c + ch]) = (S::from_acc(s1), S::from_acc(s2));
         let (m1, m2) = (S::acc_mean(s1, g.per_channel()), S::acc_mean(s2, g.per_channel()));
         for b in 0..g.n {

@@ -167,8 +167,6 @@ pub struct FileEngine {
     model: OwnedModel,
     sgd: Sgd,
     train: TrainSet,
-    /// 16-bit saves for trained BatchNorm scales ([`Graph::set_compact_saves`]).
-    compact_saves: bool,
     labels: Vec<usize>,
     /// Statistics of the last successful training step.
     pub last: Option<StepStats>,
@@ -211,7 +209,6 @@ impl FileEngine {
             model,
             sgd,
             train,
-            compact_saves: false,
             labels: Vec::new(),
             last: None,
             steps: 0,
@@ -252,7 +249,7 @@ impl FileEngine {
         let bytes = self.export_model()?;
         let (lr, momentum) = (self.sgd.lr, self.sgd.momentum);
         let mut next = FileEngine::new(bytes, lr, momentum, self.arena_bytes(), train)?;
-        next.set_compact_saves(self.compact_saves);
+        next.set_compact_saves(self.g.get().compact_saves());
         *self = next;
         Ok(())
     }
@@ -261,7 +258,6 @@ impl FileEngine {
     /// normalised input in 16 bits (bfloat16): less memory, the scales' gradients
     /// rounded; no effect when every parameter trains (batch statistics).
     pub fn set_compact_saves(&mut self, on: bool) {
-        self.compact_saves = on;
         self.g.with(|g| g.set_compact_saves(on));
     }
 
@@ -276,7 +272,7 @@ impl FileEngine {
             *self.model.get().file(),
             self.sgd.momentum,
             &self.train,
-            self.compact_saves,
+            self.g.get().compact_saves(),
             batch,
             h,
             w,

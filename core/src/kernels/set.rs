@@ -51,6 +51,11 @@ pub trait KernelSet<S: Scalar> {
     fn max_pool2d_forward_packed(g: &PoolGeom, x: &[S], y: &mut [S], idx: &mut [S]) {
         pool::max::max_pool2d_forward_packed(g, x, y, idx)
     }
+    /// `gx[winner] += gy`, decoding the packed positions of
+    /// [`KernelSet::max_pool2d_forward_packed`].
+    fn max_pool2d_backward_packed(g: &PoolGeom, gy: &[S], idx: &[S], gx: &mut [S]) {
+        pool::max::max_pool2d_backward_packed(g, gy, idx, gx)
+    }
     /// Batch norm's batch statistics (`kernels/norm.rs`).
     fn channel_stats(g: NormGeom, x: &[S], stats: &mut [S], running_var: &mut [S], momentum: S) {
         norm::channel_stats(g, x, stats, running_var, momentum)
@@ -192,6 +197,13 @@ impl KernelSet<f32> for F32Tiles {
             return;
         }
         pool::max::max_pool2d_forward_packed(g, x, y, idx)
+    }
+    fn max_pool2d_backward_packed(g: &PoolGeom, gy: &[f32], idx: &[f32], gx: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::max_pool2d_backward_packed(g, gy, idx, gx) {
+            return;
+        }
+        pool::max::max_pool2d_backward_packed(g, gy, idx, gx)
     }
     fn channel_stats(g: NormGeom, x: &[f32], stats: &mut [f32], running_var: &mut [f32], momentum: f32) {
         #[cfg(target_arch = "x86_64")]

@@ -189,7 +189,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = geometry("max_pool2d", xn.shape(), &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, idx], gx, |[gy, idx], gx| {
-                c::max_pool2d_backward_packed(&g, gy, idx, gx)
+                S::Kernels::max_pool2d_backward_packed(&g, gy, idx, gx)
             })?;
         }
         Ok(())

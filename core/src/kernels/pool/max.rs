@@ -376,6 +376,12 @@ mod tests {
             (4, 9, 4),
             (3, 4, 70),
             (2, 6, 130),
+            // W1's pools at batch 3 (28x28 and 14x14 planes), and rows of 2, 6 and 10.
+            (24, 28, 28),
+            (48, 14, 14),
+            (5, 4, 2),
+            (7, 3, 6),
+            (9, 6, 10),
         ];
         for (planes, h, w) in shapes {
             let g = PoolGeom {
@@ -389,10 +395,11 @@ mod tests {
                 pad: [0, 0],
             };
             assert!(is_2x2(&g));
-            // Few distinct values: many ties; some NaNs.
+            // Few distinct values: many ties (-0 ties with 0); some NaNs.
             let x: Vec<f32> = (0..planes * h * w)
                 .map(|_| match rng.below(12) {
                     0 => f32::NAN,
+                    1 => -0.0,
                     v => (v % 4) as f32,
                 })
                 .collect();
@@ -422,10 +429,12 @@ mod tests {
 
             let gy: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
             let start: Vec<f32> = (0..planes * h * w).map(|_| rng.uniform(-1.0, 1.0)).collect();
-            let (mut gx0, mut gx1) = (start.clone(), start);
+            let (mut gx0, mut gx1, mut gx2) = (start.clone(), start.clone(), start);
             max_pool_backward_packed_general(&g, &gy, &i0, &mut gx0);
             max_pool_2x2_backward_packed(&g, &gy, &i0, &mut gx1);
-            assert_eq!(gx1, gx0, "{g:?}");
+            assert_eq!(bits(&gx1), bits(&gx0), "{g:?}");
+            F32::max_pool2d_backward_packed(&g, &gy, &i0, &mut gx2);
+            assert_eq!(bits(&gx2), bits(&gx0), "f32 kernel set backward {g:?}");
         }
     }
 }

@@ -134,12 +134,57 @@ pub fn adaptive_avg_pool2d_backward<S: Scalar>(g: &PoolGeom, gy: &[S], gx: &mut 
                 let (x0, x1) = adaptive(ox, g.ow, g.w);
                 let d = S::from_count((y1 - y0) * (x1 - x0));
                 let share = gy[p * op + oy * g.ow + ox].div(d);
-                for iy in y0..y1 {
-                    for t in &mut gxp[iy * g.w + x0..iy * g.w + x1] {
+                // A window of whole rows (a global pool: the plane) is one run, long
+                // enough to vectorise; else one run per row.
+                let (runs, len) = match (x0, x1) {
+                    (0, x1) if x1 == g.w => (1, (y1 - y0) * g.w),
+                    _ => (y1 - y0, x1 - x0),
+                };
+                for r in 0..runs {
+                    for t in &mut gxp[(y0 + r) * g.w + x0..][..len] {
                         *t += share;
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Backward of adaptive average pooling against its definition (each input gets
+    /// `gy / size` of every window holding it), for windows of whole rows (one run per
+    /// window), of parts of rows, and overlapping ones.
+    #[test]
+    fn adaptive_avg_pool2d_backward_matches_its_definition() {
+        for (oh, ow) in [(1, 1), (3, 1), (2, 1), (3, 2), (6, 4), (1, 3)] {
+            let (planes, h, w) = (2, 5, 7);
+            let g = PoolGeom {
+                planes,
+                h,
+                w,
+                oh,
+                ow,
+                kernel: [0, 0],
+                stride: [0, 0],
+                pad: [0, 0],
+            };
+            let gy: Vec<f32> = (0..planes * oh * ow).map(|i| (i as f32 - 3.0) * 0.25).collect();
+            let mut want = vec![0.5f32; planes * h * w];
+            for p in 0..planes {
+                for (oy, ox) in (0..oh).flat_map(|a| (0..ow).map(move |b| (a, b))) {
+                    let ((y0, y1), (x0, x1)) = (adaptive(oy, oh, h), adaptive(ox, ow, w));
+                    let share = gy[(p * oh + oy) * ow + ox] / ((y1 - y0) * (x1 - x0)) as f32;
+                    for (iy, ix) in (y0..y1).flat_map(|a| (x0..x1).map(move |b| (a, b))) {
+                        want[(p * h + iy) * w + ix] += share;
+                    }
+                }
+            }
+            let mut got = vec![0.5f32; planes * h * w];
+            adaptive_avg_pool2d_backward(&g, &gy, &mut got);
+            assert_eq!(got, want, "{oh}x{ow}");
         }
     }
 }

@@ -14,7 +14,7 @@
 #![allow(unsafe_code)]
 
 use super::dw8::{self, Dw};
-use super::{norm8, strip, strip_weight};
+use super::{norm8, pool8, strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
 use crate::kernels::norm::NormGeom;
 use crate::kernels::pool::{max, PoolGeom};
@@ -254,8 +254,9 @@ pub(crate) fn fma(a: F8, b: F8, c: F8) -> F8 {
     F8(_mm256_fmadd_ps(a.0, b.0, c.0))
 }
 
-/// Max pooling's 2x2 stride-2 path (the generic loop, compiled here for 8 lanes);
-/// `false` (nothing written) for other windows or when the CPU lacks AVX2.
+/// Max pooling's 2x2 stride-2 path (`pool8.rs` when each pooled row covers its input
+/// row, else the generic loop compiled here for 8 lanes); `false` (nothing written)
+/// for other windows or when the CPU lacks AVX2.
 pub(crate) fn max_pool2d_forward_packed(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) -> bool {
     if !available() || !max::is_2x2(g) {
         return false;
@@ -267,7 +268,16 @@ pub(crate) fn max_pool2d_forward_packed(g: &PoolGeom, x: &[f32], y: &mut [f32], 
 
 #[target_feature(enable = "avx2,fma")]
 fn max_pool_2x2_avx2(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) {
-    max::max_pool_2x2_staged(g, x, y, idx)
+    if !pool8::max_pool_2x2(g, x, y, idx) {
+        max::max_pool_2x2_staged(g, x, y, idx)
+    }
+}
+
+/// Max pooling's 2x2 backward (`pool8.rs`); `false` (nothing written) for the shapes
+/// it does not handle or when the CPU lacks AVX2.
+pub(crate) fn max_pool2d_backward_packed(g: &PoolGeom, gy: &[f32], idx: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2.
+    available() && unsafe { pool8::max_pool_2x2_backward(g, gy, idx, gx) }
 }
 
 /// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.

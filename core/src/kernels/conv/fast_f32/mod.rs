@@ -33,6 +33,8 @@ mod layout;
 mod norm8;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
+mod pool8;
+#[cfg(target_arch = "x86_64")]
 mod rows;
 #[cfg(target_arch = "x86_64")]
 mod strip;

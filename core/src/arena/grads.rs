@@ -29,15 +29,7 @@ impl<S: Scalar> Arena<'_, S> {
     pub(crate) fn alloc_grad(&mut self, len: usize) -> Result<Span> {
         #[cfg(not(target_arch = "arm"))]
         {
-            if len > self.free_words() {
-                return Err(self.exhausted(len));
-            }
-            self.grads_bottom -= len;
-            self.high_water = self.high_water.max(self.words_in_use());
-            let span = Span {
-                off: self.grads_bottom,
-                len,
-            };
+            let span = self.alloc_grad_unset(len)?;
             self.fill(span, S::ZERO);
             Ok(span)
         }
@@ -48,6 +40,19 @@ impl<S: Scalar> Arena<'_, S> {
 
 #[cfg(not(target_arch = "arm"))]
 impl<S: Scalar> Arena<'_, S> {
+    /// [`Arena::alloc_grad`] without clearing: for a kernel that writes every element.
+    pub(crate) fn alloc_grad_unset(&mut self, len: usize) -> Result<Span> {
+        if len > self.free_words() {
+            return Err(self.exhausted(len));
+        }
+        self.grads_bottom -= len;
+        self.high_water = self.high_water.max(self.words_in_use());
+        Ok(Span {
+            off: self.grads_bottom,
+            len,
+        })
+    }
+
     /// The gradient stack's bottom, to hand back to [`Arena::set_grads_bottom`].
     pub(crate) fn grads_mark(&self) -> usize {
         self.grads_bottom

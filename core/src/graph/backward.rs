@@ -214,6 +214,22 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         Ok(())
     }
 
+    /// For a rule whose kernel can write input `j`'s whole gradient: when `j` needs a
+    /// gradient, has none yet and is not a parameter, allocates one without clearing
+    /// it and returns `true`, and the rule must then write every element (or clear
+    /// it). Otherwise as [`Graph::ensure_grad`], `false`. Cortex-M always clears.
+    pub(crate) fn grad_to_overwrite(&mut self, j: usize) -> Result<bool> {
+        let n = self.nodes[j];
+        #[cfg(not(target_arch = "arm"))]
+        if n.requires_grad() && n.grad().is_none() && j >= self.n_params {
+            let g = self.arena.alloc_grad_unset(n.shape().numel())?;
+            self.nodes[j].set_grad(Some(g));
+            return Ok(true);
+        }
+        let _ = n;
+        self.ensure_grad(j).map(|_| false)
+    }
+
     /// The gradient of node `i`'s output, after giving each of its inputs that needs
     /// one a (zeroed) gradient: what a rule calls first.
     pub(crate) fn grads_for(&mut self, i: usize) -> Result<Span> {

@@ -56,6 +56,11 @@ pub trait KernelSet<S: Scalar> {
     fn max_pool2d_backward_packed(g: &PoolGeom, gy: &[S], idx: &[S], gx: &mut [S]) {
         pool::max::max_pool2d_backward_packed(g, gy, idx, gx)
     }
+    /// `gx = scatter(gy)`, writing every element of a `gx` that holds garbage;
+    /// `false` (nothing written) where this set has no such path for the shape.
+    fn max_pool2d_backward_overwrite(_g: &PoolGeom, _gy: &[S], _idx: &[S], _gx: &mut [S]) -> bool {
+        false
+    }
     /// Batch norm's batch statistics (`kernels/norm.rs`).
     fn channel_stats(g: NormGeom, x: &[S], stats: &mut [S], running_var: &mut [S], momentum: S) {
         norm::channel_stats(g, x, stats, running_var, momentum)
@@ -204,6 +209,12 @@ impl KernelSet<f32> for F32Tiles {
             return;
         }
         pool::max::max_pool2d_backward_packed(g, gy, idx, gx)
+    }
+    fn max_pool2d_backward_overwrite(g: &PoolGeom, gy: &[f32], idx: &[f32], gx: &mut [f32]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return conv::fast_f32::avx2::max_pool2d_backward_overwrite(g, gy, idx, gx);
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     }
     fn channel_stats(g: NormGeom, x: &[f32], stats: &mut [f32], running_var: &mut [f32], momentum: f32) {
         #[cfg(target_arch = "x86_64")]

@@ -182,13 +182,22 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         g.max_pool2d_backward(i, op.input(0), Pool2dParams::unpack(&op.params))
     }
 
+    /// A gradient the input does not have yet is written over rather than cleared and
+    /// added to, where the kernel set can (W1's pools: no clearing pass, no read).
     fn max_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
-        let gy = self.grads_for(i)?;
+        let fresh = self.grad_to_overwrite(x as usize)?;
+        let gy = self.out_grad(i)?;
         let xn = self.nodes[x as usize];
         let idx = self.nodes[i].saved;
         let g = geometry("max_pool2d", xn.shape(), &p)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, idx], gx, |[gy, idx], gx| {
+                if fresh && S::Kernels::max_pool2d_backward_overwrite(&g, gy, idx, gx) {
+                    return;
+                }
+                if fresh {
+                    gx.fill(S::ZERO);
+                }
                 S::Kernels::max_pool2d_backward_packed(&g, gy, idx, gx)
             })?;
         }
@@ -389,4 +398,62 @@ fn adaptive_geometry(x: Shape, out: [usize; 2]) -> Result<PoolGeom> {
         stride: [0, 0],
         pad: [0, 0],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `d sum(max_pool2d(x) [+ sum(x)]) / dx` for a 2x2 pool: 1 at each window's
+    /// first maximum, plus 1 everywhere when `x` is summed too, recorded before or
+    /// after the pool (so that the pool's backward finds `x`'s gradient unset, which
+    /// it may write over, or already holding the sum's ones, which it must add to).
+    fn pool_grad(dims: [usize; 4], also_sum: Option<bool>) -> (Vec<f32>, Vec<f32>) {
+        let n: usize = dims.iter().product();
+        let data: Vec<f32> = (0..n).map(|i| ((i * 7) % 5) as f32 - (i % 3) as f32).collect();
+        // Garbage in the arena: a gradient written over must not show any of it.
+        let mut mem = [f32::NAN; 4096];
+        let mut g: Graph<'_, f32, 16> = Graph::new(&mut mem);
+        let x = g.input_with_grad(&dims, &data).unwrap();
+        let early = match also_sum {
+            Some(true) => Some(g.sum(x, &[], false).unwrap()),
+            _ => None,
+        };
+        let y = g.max_pool2d(x, Pool2dParams::square(2)).unwrap();
+        let mut loss = g.sum(y, &[], false).unwrap();
+        let late = match also_sum {
+            Some(false) => Some(g.sum(x, &[], false).unwrap()),
+            _ => None,
+        };
+        if let Some(s) = early.or(late) {
+            loss = g.add(loss, s).unwrap();
+        }
+        g.backward(loss).unwrap();
+        let got = g.grad(x).unwrap().unwrap().to_vec();
+        let [_, c, h, w] = dims;
+        let mut want = vec![if also_sum.is_some() { 1.0 } else { 0.0 }; n];
+        for p in 0..dims[0] * c {
+            for (oy, ox) in (0..h / 2).flat_map(|a| (0..w / 2).map(move |b| (a, b))) {
+                let at =
+                    [(0, 0), (0, 1), (1, 0), (1, 1)].map(|(dy, dx)| (p * h + 2 * oy + dy) * w + 2 * ox + dx);
+                let best = at
+                    .into_iter()
+                    .fold(at[0], |b, i| if data[i] > data[b] { i } else { b });
+                want[best] += 1.0;
+            }
+        }
+        (got, want)
+    }
+
+    #[test]
+    fn max_pool_backward_writes_over_a_new_gradient_and_adds_to_an_old_one() {
+        // Rows covered (written over where the kernel set can), an odd row left out
+        // (cleared), and an odd column left out (cleared).
+        for dims in [[2, 3, 4, 6], [1, 2, 5, 4], [1, 1, 4, 5], [3, 2, 8, 16]] {
+            for also_sum in [None, Some(true), Some(false)] {
+                let (got, want) = pool_grad(dims, also_sum);
+                assert_eq!(got, want, "{dims:?} {also_sum:?}");
+            }
+        }
+    }
 }

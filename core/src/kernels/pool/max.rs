@@ -435,6 +435,23 @@ mod tests {
             assert_eq!(bits(&gx1), bits(&gx0), "{g:?}");
             F32::max_pool2d_backward_packed(&g, &gy, &i0, &mut gx2);
             assert_eq!(bits(&gx2), bits(&gx0), "f32 kernel set backward {g:?}");
+            // Written over a gradient holding garbage: every element, or nothing.
+            let mut zeros = vec![0.0f32; planes * h * w];
+            max_pool_backward_packed_general(&g, &gy, &i0, &mut zeros);
+            let mut gx3 = vec![f32::NAN; planes * h * w];
+            let wrote = F32::max_pool2d_backward_overwrite(&g, &gy, &i0, &mut gx3);
+            match wrote {
+                true => assert_eq!(bits(&gx3), bits(&zeros), "overwrite {g:?}"),
+                false => assert!(gx3.iter().all(|v| v.is_nan()), "overwrite declined {g:?}"),
+            }
+            #[cfg(target_arch = "x86_64")]
+            {
+                // Rows up to 64 wide (W1's are 28 and 14) always fit `pool8.rs`'s blocks.
+                let covered = h % 2 == 0 && w % 2 == 0;
+                let avx2 = crate::kernels::conv::fast_f32::avx2::available();
+                assert!(!wrote || covered, "{g:?}");
+                assert!(wrote || !(avx2 && covered && w <= 64), "{g:?}");
+            }
         }
     }
 }

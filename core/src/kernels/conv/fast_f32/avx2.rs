@@ -277,7 +277,14 @@ fn max_pool_2x2_avx2(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) {
 /// it does not handle or when the CPU lacks AVX2.
 pub(crate) fn max_pool2d_backward_packed(g: &PoolGeom, gy: &[f32], idx: &[f32], gx: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX2.
-    available() && unsafe { pool8::max_pool_2x2_backward(g, gy, idx, gx) }
+    available() && unsafe { pool8::max_pool_2x2_backward(g, gy, idx, gx, false) }
+}
+
+/// [`max_pool2d_backward_packed`] writing over every element of `gx` (whatever it
+/// held); `false` (nothing written) where the windows do not cover every input row.
+pub(crate) fn max_pool2d_backward_overwrite(g: &PoolGeom, gy: &[f32], idx: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2.
+    available() && unsafe { pool8::max_pool_2x2_backward(g, gy, idx, gx, true) }
 }
 
 /// The 8x8 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.

@@ -168,13 +168,23 @@ fn horizontal(v: &[f32], r: &[f32], out0: usize, count: usize, y: &mut [f32], id
     }
 }
 
-/// `gx[winner] += gy` for [`max_pool_2x2`]'s shapes; `false` (nothing written) for
-/// others.
+/// `gx[winner] += gy` for [`max_pool_2x2`]'s shapes, or with `overwrite` `gx = 0`
+/// then that, writing every element (only when the windows cover every input row);
+/// `false` (nothing written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) fn max_pool_2x2_backward(g: &PoolGeom, gy: &[f32], idx: &[f32], gx: &mut [f32]) -> bool {
+pub(crate) fn max_pool_2x2_backward(
+    g: &PoolGeom,
+    gy: &[f32],
+    idx: &[f32],
+    gx: &mut [f32],
+    overwrite: bool,
+) -> bool {
     let Some(per_block) = block_pairs(g) else {
         return false;
     };
+    if overwrite && g.h != 2 * g.oh {
+        return false;
+    }
     let (pairs, w) = (g.planes * g.oh, g.w);
     let (mut top, mut bottom) = ([0.0f32; BLOCK + 16], [0.0f32; BLOCK + 16]);
     let mut first = 0;
@@ -184,8 +194,13 @@ pub(crate) fn max_pool_2x2_backward(g: &PoolGeom, gy: &[f32], idx: &[f32], gx: &
         for k in 0..n {
             let (p, oy) = ((first + k) / g.oh, (first + k) % g.oh);
             let (t, rest) = gx[p * g.h * w + 2 * oy * w..].split_at_mut(w);
-            add(t, &top[k * w..][..w]);
-            add(&mut rest[..w], &bottom[k * w..][..w]);
+            let (rows, sums) = ([t, &mut rest[..w]], [&top[k * w..][..w], &bottom[k * w..][..w]]);
+            for (d, s) in rows.into_iter().zip(sums) {
+                match overwrite {
+                    true => d.copy_from_slice(s),
+                    false => add(d, s),
+                }
+            }
         }
         first += n;
     }

@@ -194,6 +194,10 @@ impl KernelSet<f32> for F32Tiles {
         conv::fast_f32::dw8::conv2d_backward_both(g, gy, x, w, gx, gw)
     }
     fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if conv::fast_f32::avx2::conv2d_backward_bias(g, gy, gb) {
+            return;
+        }
         conv::bias::conv2d_backward_bias(g, gy, gb)
     }
     fn max_pool2d_forward_packed(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f32]) {

@@ -14,7 +14,7 @@
 #![allow(unsafe_code)]
 
 use super::dw8::{self, Dw};
-use super::{norm8, pool8, strip, strip_weight};
+use super::{bias8, norm8, pool8, strip, strip_weight};
 use crate::kernels::conv::ConvGeom;
 use crate::kernels::norm::NormGeom;
 use crate::kernels::pool::{max, PoolGeom};
@@ -214,6 +214,15 @@ pub(crate) fn relu_mask_in_place(g: &mut [f32], mask: &[f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
     available() && {
         unsafe { norm8::relu_mask_in_place(g, mask) };
+        true
+    }
+}
+
+/// A convolution's bias gradient (`bias8.rs`); `false` (nothing written) without AVX2.
+pub(crate) fn conv2d_backward_bias(g: &ConvGeom, gy: &[f32], gb: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && {
+        unsafe { bias8::conv2d_backward_bias(g, gy, gb) };
         true
     }
 }

@@ -23,6 +23,8 @@
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod bias8;
 pub mod conv;
 pub mod depthwise;
 pub mod dw8;

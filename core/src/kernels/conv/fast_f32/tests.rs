@@ -106,11 +106,13 @@ fn check(rng: &mut Rng, g: &ConvGeom) -> Vec<usize> {
     let mut gw0 = gw_start.clone();
     generic::conv2d_backward_weight(g, &gy, &x, &mut gw0);
 
-    let mut gb0 = random(rng, g.c_out);
-    let mut gb1 = gb0.clone();
+    let gb_start = random(rng, g.c_out);
+    let (mut gb0, mut gb1, mut gb2) = (gb_start.clone(), gb_start.clone(), gb_start);
     generic::conv2d_backward_bias(g, &gy, &mut gb0);
     crate::kernels::conv::bias::conv2d_backward_bias(g, &gy, &mut gb1);
     assert_close("bias", g, &gb1, &gb0);
+    <crate::kernels::set::F32 as crate::kernels::KernelSet<f32>>::conv2d_backward_bias(g, &gy, &mut gb2);
+    assert_close("bias (f32 kernel set)", g, &gb2, &gb0);
 
     let mut handled = Vec::new();
     for (name, fwd, bwi, bww) in paths() {

@@ -38,6 +38,19 @@ fn block_pairs(g: &PoolGeom) -> Option<usize> {
     (words <= BLOCK).then(|| unit * (BLOCK / words))
 }
 
+/// The blocks of row pairs: `(first pair, pairs)`.
+fn blocks(g: &PoolGeom, per_block: usize) -> impl Iterator<Item = (usize, usize)> {
+    let pairs = g.planes * g.oh;
+    (0..pairs)
+        .step_by(per_block)
+        .map(move |first| (first, per_block.min(pairs - first)))
+}
+
+/// Where row pair `pair` (plane-major) starts in the input.
+fn pair_start(g: &PoolGeom, pair: usize) -> usize {
+    (pair / g.oh) * g.h * g.w + 2 * (pair % g.oh) * g.w
+}
+
 /// Byte `k` of `SPREAD[m]` is bit `k` of `m`: 8 mask bits to 8 position bytes.
 static SPREAD: [u64; 256] = {
     let mut t = [0u64; 256];
@@ -108,14 +121,11 @@ pub(crate) fn max_pool_2x2(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f3
     let Some(per_block) = block_pairs(g) else {
         return false;
     };
-    let (pairs, w) = (g.planes * g.oh, g.w);
+    let w = g.w;
     let (mut v, mut r) = ([0.0f32; BLOCK + 16], [0.0f32; BLOCK + 16]);
-    let mut first = 0;
-    while first < pairs {
-        let n = per_block.min(pairs - first);
+    for (first, n) in blocks(g, per_block) {
         for k in 0..n {
-            let (p, oy) = ((first + k) / g.oh, (first + k) % g.oh);
-            let pair = &x[p * g.h * w + 2 * oy * w..][..2 * w];
+            let pair = &x[pair_start(g, first + k)..][..2 * w];
             vertical(pair, w, &mut v[k * w..][..w], &mut r[k * w..][..w]);
         }
         let len = n * w;
@@ -123,7 +133,6 @@ pub(crate) fn max_pool_2x2(g: &PoolGeom, x: &[f32], y: &mut [f32], idx: &mut [f3
         v[len..padded].fill(0.0);
         r[len..padded].fill(0.0);
         horizontal(&v[..padded], &r[..padded], first * g.ow, len / 2, y, idx);
-        first += n;
     }
     true
 }
@@ -185,15 +194,12 @@ pub(crate) fn max_pool_2x2_backward(
     if overwrite && g.h != 2 * g.oh {
         return false;
     }
-    let (pairs, w) = (g.planes * g.oh, g.w);
+    let w = g.w;
     let (mut top, mut bottom) = ([0.0f32; BLOCK + 16], [0.0f32; BLOCK + 16]);
-    let mut first = 0;
-    while first < pairs {
-        let n = per_block.min(pairs - first);
+    for (first, n) in blocks(g, per_block) {
         spread(gy, idx, first * g.ow, n * g.ow, &mut top, &mut bottom);
         for k in 0..n {
-            let (p, oy) = ((first + k) / g.oh, (first + k) % g.oh);
-            let (t, rest) = gx[p * g.h * w + 2 * oy * w..].split_at_mut(w);
+            let (t, rest) = gx[pair_start(g, first + k)..].split_at_mut(w);
             let (rows, sums) = ([t, &mut rest[..w]], [&top[k * w..][..w], &bottom[k * w..][..w]]);
             for (d, s) in rows.into_iter().zip(sums) {
                 match overwrite {
@@ -202,7 +208,6 @@ pub(crate) fn max_pool_2x2_backward(
                 }
             }
         }
-        first += n;
     }
     true
 }

@@ -39,6 +39,10 @@ mod strip;
 #[cfg(target_arch = "x86_64")]
 mod strip_weight;
 pub mod weight;
+#[cfg(target_arch = "x86_64")]
+mod winograd;
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod winograd_tests;

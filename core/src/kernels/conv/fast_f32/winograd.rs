@@ -18,9 +18,10 @@
 //! - An input's non-finite value reaches exactly the outputs whose windows hold it
 //!   (`B^T`'s and `A^T`'s zero patterns match the windows), as `inf` or `NaN` where the
 //!   direct kernel may give `inf`.
-//! - Stack only: transformed weights [`U_WORDS`], padded transposed rows [`X_WORDS`],
-//!   transformed inputs of one pass [`V_WORDS`], outputs of one pass [`Y_WORDS`]
-//!   (about 95 KiB in all); shapes they do not hold are declined.
+//! - Stack only, no heap: transformed weights (`U_WORDS`, 32 KiB), padded transposed
+//!   rows (`X_WORDS`, 40 KiB), transformed inputs of one pass (`V_WORDS`, 33 KiB),
+//!   outputs of one pass (`Y_WORDS`, 32 KiB) and one block's products (6 KiB): about
+//!   143 KiB. Shapes they do not hold are declined (the strip kernels take them).
 
 use super::avx2::{fma, load, splat, store, transpose8, F8};
 use super::layout::copy_short;

@@ -84,6 +84,21 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     available() && unsafe { strip_weight::conv2d_backward_weight(g, gy, x, gw) }
 }
 
+/// Winograd's forward pass (`winograd.rs`) whatever the dispatch would choose; `false`
+/// (nothing written) without AVX2 + FMA or for shapes it does not take.
+#[cfg(test)]
+pub(crate) fn winograd_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { super::winograd::conv2d_forward(g, x, w, b, y) }
+}
+
+/// Winograd's backward-input pass; `false` as [`winograd_forward`].
+#[cfg(test)]
+pub(crate) fn winograd_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { super::winograd::conv2d_backward_input(g, gy, w, gx) }
+}
+
 /// The AVX2 + FMA instance of `dw8.rs`'s forward pass; `false` (nothing written) when
 /// the CPU lacks them.
 pub(crate) fn dw8_forward(d: &Dw, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {

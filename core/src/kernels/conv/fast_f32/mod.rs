@@ -12,11 +12,16 @@
 //!   on any CPU that has them: stride-1 convolutions as implicit matrix products with
 //!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
 //!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
+//! - `winograd.rs`: Winograd F(2x2, 3x3) over 8-sample lanes for 3x3 stride-1
+//!   padding-1 convolutions, forward and backward-input, tried first by the strip
+//!   kernels' entry points for the shapes where it measured faster (`winograd::pays`:
+//!   planes narrower than 8, batches of 8 and more).
 //! - [`dw8`]: depthwise 3x3 convolutions (strides 1 and 2) vectorised across channels,
 //!   tried first by every entry point; then [`depthwise`]: other strided depthwise
 //!   convolutions on small planes.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
-//!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB).
+//!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB, Winograd
+//!   about 143 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
 //!   cover, and every path is tested against the generic kernels on random shapes
 //!   (`tests.rs`), the AVX2 one whenever the CPU has it.
@@ -43,6 +48,10 @@ mod strip;
 #[cfg(target_arch = "x86_64")]
 mod strip_weight;
 pub mod weight;
+#[cfg(target_arch = "x86_64")]
+mod winograd;
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod winograd_tests;

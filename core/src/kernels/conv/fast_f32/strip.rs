@@ -357,6 +357,9 @@ impl Tiles<'_> {
 /// Only on a CPU with AVX2 and FMA (see `avx2::available`).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    if super::winograd::pays(g) && super::winograd::conv2d_forward(g, x, w, b, y) {
+        return true;
+    }
     if g.stride != [1, 1] {
         return false;
     }
@@ -382,6 +385,9 @@ pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
 /// a correlation of `gy`, padded by `reach - pad`, with the flipped kernel.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    if super::winograd::pays(g) && super::winograd::conv2d_backward_input(g, gy, w, gx) {
+        return true;
+    }
     let k = [g.kh, g.kw];
     let reach = [(g.kh - 1) * g.dil[0], (g.kw - 1) * g.dil[1]];
     if g.stride != [1, 1] || reach[0] < g.pad[0] || reach[1] < g.pad[1] {

@@ -1,0 +1,481 @@
+//! Winograd F(2x2, 3x3) for 3x3 stride-1 padding-1 convolutions, AVX2 + FMA.
+//!
+//! - A 2x2 block of outputs ("tile") of one output channel is `A^T [sum over input
+//!   channels of U . V] A`, where `V = B^T d B` is the transformed 4x4 input patch and
+//!   `U = G g G^T` the transformed 3x3 kernel (Lavin and Gray's matrices): 16
+//!   multiply-adds per tile and channel pair instead of 36.
+//! - Lanes are 8 samples of the batch: the input is transposed 8 samples x 8 positions
+//!   at a time (`transpose8`) into zero-padded rows whose every position is one vector,
+//!   so the transforms are plain vector additions at fixed offsets and the products are
+//!   `4 output channels x T tiles` of FMAs with broadcast `U` words. A last group of
+//!   fewer than 8 samples leaves its other lanes zero (the dispatch takes batches that
+//!   fill most lanes).
+//! - Backward-input of such a convolution is the same convolution of the output
+//!   gradient with the kernel flipped and its channel axes swapped, accumulated into
+//!   the input gradient: both passes share the driver.
+//! - Rounding differs from the direct kernels (the transforms add and halve before
+//!   multiplying); `tests` bounds the difference relative to `sum |w| |x|`.
+//! - An input's non-finite value reaches exactly the outputs whose windows hold it
+//!   (`B^T`'s and `A^T`'s zero patterns match the windows), as `inf` or `NaN` where the
+//!   direct kernel may give `inf`.
+//! - Stack only, no heap: transformed weights (`U_WORDS`, 32 KiB), padded transposed
+//!   rows (`X_WORDS`, 40 KiB), transformed inputs of one pass (`V_WORDS`, 33 KiB),
+//!   outputs of one pass (`Y_WORDS`, 32 KiB) and one block's products (6 KiB): about
+//!   143 KiB. Shapes they do not hold are declined (the strip kernels take them).
+
+use super::avx2::{fma, load, splat, store, transpose8, F8};
+use super::layout::copy_short;
+use crate::kernels::conv::ConvGeom;
+use core::arch::x86_64::{_mm256_add_ps, _mm256_blendv_ps, _mm256_cmp_ps, _mm256_sub_ps, _CMP_LT_OQ};
+
+/// Words of the transformed weights, `[xi 16][block of 4 output channels][input channel][4]`.
+const U_WORDS: usize = 8192;
+/// Words of the transposed padded input rows, `[input channel][ring slot 4][position][8]`.
+const X_WORDS: usize = 10240;
+/// Words of one pass's transformed inputs, `[xi 16][input channel][tile][8]`.
+const V_WORDS: usize = 8448;
+/// Tiles per pass along a tile row.
+const TB_MAX: usize = 8;
+/// Words of one pass's outputs, `[channel][row 2][position][8]`.
+const Y_WORDS: usize = 8192;
+
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn add(a: F8, b: F8) -> F8 {
+    F8(_mm256_add_ps(a.0, b.0))
+}
+
+/// Lanes where `a < b`, as an all-ones mask.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn less(a: F8, b: F8) -> F8 {
+    F8(_mm256_cmp_ps::<_CMP_LT_OQ>(a.0, b.0))
+}
+
+/// `b` in the lanes where `mask` is set, `a` elsewhere.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn blend(a: F8, b: F8, mask: F8) -> F8 {
+    F8(_mm256_blendv_ps(a.0, b.0, mask.0))
+}
+
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn sub(a: F8, b: F8) -> F8 {
+    F8(_mm256_sub_ps(a.0, b.0))
+}
+
+/// One Winograd convolution: `cout` planes from `cin` planes, both `h x w`.
+#[derive(Clone, Copy, Debug)]
+struct Wino {
+    n: usize,
+    cin: usize,
+    cout: usize,
+    h: usize,
+    w: usize,
+    /// Tile rows and columns.
+    th: usize,
+    tw: usize,
+    /// Positions per padded row: a zero column, the plane's, zeros up to `2 * tw + 2`.
+    pw: usize,
+    /// Tiles per pass and blocks of 4 output channels.
+    tb: usize,
+    cb: usize,
+}
+
+impl Wino {
+    fn new(n: usize, cin: usize, cout: usize, h: usize, w: usize) -> Option<Self> {
+        if n == 0 || cin == 0 || cout == 0 || h == 0 || w == 0 {
+            return None;
+        }
+        let (th, tw) = (h.div_ceil(2), w.div_ceil(2));
+        let pw = 2 * tw + 2;
+        let cb = cout.div_ceil(4);
+        let tb = ((V_WORDS / 16).saturating_sub(16) / (cin * 8))
+            .min(TB_MAX)
+            .min(tw);
+        let fits = tb > 0
+            && 16 * cb * 4 * cin <= U_WORDS
+            && cin * 4 * pw * 8 <= X_WORDS
+            && cout * 2 * 2 * tb * 8 <= Y_WORDS;
+        fits.then_some(Wino {
+            n,
+            cin,
+            cout,
+            h,
+            w,
+            th,
+            tw,
+            pw,
+            tb,
+            cb,
+        })
+    }
+
+    /// Words between the transformed inputs of two `xi` in a pass of `nt` tiles: one
+    /// cache line more than they fill, so that the 16 do not share a few cache sets
+    /// (with 2 KiB apart, as W1's conv3 would be, they all fall in two).
+    fn v_stride(&self, nt: usize) -> usize {
+        self.cin * nt * 8 + 16
+    }
+
+    /// Where `U[xi]` of output channel `co` and input channel `ci` is kept.
+    fn u_at(&self, xi: usize, co: usize, ci: usize) -> usize {
+        ((xi * self.cb + co / 4) * self.cin + ci) * 4 + co % 4
+    }
+
+    /// `U = G g G^T` of every channel pair, kernel tap `t` (row-major) of the pair
+    /// `(co, ci)` being `wt(co, ci, t)`; channels past `cout` stay zero.
+    fn weights(&self, u: &mut [f32], wt: impl Fn(usize, usize, usize) -> f32) {
+        let u = &mut u[..16 * self.cb * 4 * self.cin];
+        u.fill(0.0);
+        let g3 = |a: f32, b: f32, c: f32| [a, 0.5 * (a + b + c), 0.5 * (a - b + c), c];
+        for co in 0..self.cout {
+            for ci in 0..self.cin {
+                let mut k = [0.0f32; 9];
+                for (t, kt) in k.iter_mut().enumerate() {
+                    *kt = wt(co, ci, t);
+                }
+                // `G g` (4 x 3), then `(G g) G^T` row by row.
+                let mut cols = [[0.0f32; 4]; 3];
+                for (c, col) in cols.iter_mut().enumerate() {
+                    *col = g3(k[c], k[3 + c], k[6 + c]);
+                }
+                for r in 0..4 {
+                    let row = g3(cols[0][r], cols[1][r], cols[2][r]);
+                    for (c, &v) in row.iter().enumerate() {
+                        u[self.u_at(4 * r + c, co, ci)] = v;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `out = bias + conv(src)` (`bias` is `Some`) or `out += conv(src)` (`None`).
+    #[target_feature(enable = "avx2,fma")]
+    fn run(&self, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
+        let mut xb = [0.0f32; X_WORDS];
+        let mut vb = [0.0f32; V_WORDS];
+        let mut yb = [0.0f32; Y_WORDS];
+        for n0 in (0..self.n).step_by(8) {
+            let ns = 8.min(self.n - n0);
+            for ty in 0..self.th {
+                // Tile row `ty` reads padded rows `2ty..2ty + 4`, kept in ring slots
+                // `row % 4`: all four for the first tile row, the two new ones after.
+                let first = if ty == 0 { 0 } else { 2 };
+                for r in first..4 {
+                    self.transpose_in(src, n0, ns, 2 * ty + r, &mut xb);
+                }
+                let slots = [0, 1, 2, 3].map(|r| (2 * ty + r) % 4);
+                let mut tx0 = 0;
+                while tx0 < self.tw {
+                    let nt = self.tb.min(self.tw - tx0);
+                    self.input_tiles(&xb, slots, tx0, nt, &mut vb);
+                    self.products(u, &vb, nt, bias.flatten(), &mut yb);
+                    for cb in 0..self.cb {
+                        self.transpose_out(&yb, [n0, ns], [ty, tx0, nt], cb, bias.is_none(), out);
+                    }
+                    tx0 += nt;
+                }
+            }
+        }
+    }
+
+    /// Padded row `pr` (input row `pr - 1`) of samples `n0..n0 + ns` of every input
+    /// channel, transposed into ring slot `pr % 4` of `xb`.
+    #[target_feature(enable = "avx2,fma")]
+    fn transpose_in(&self, src: &[f32], n0: usize, ns: usize, pr: usize, xb: &mut [f32]) {
+        let plane = self.h * self.w;
+        let rw = self.pw * 8;
+        let iy = pr.wrapping_sub(1);
+        for ci in 0..self.cin {
+            let dst = &mut xb[(ci * 4 + pr % 4) * rw..][..rw];
+            if iy >= self.h {
+                for z in dst.chunks_exact_mut(8) {
+                    store(splat(0.0), z);
+                }
+                continue;
+            }
+            store(splat(0.0), dst);
+            for z in dst[(self.w + 1) * 8..].chunks_exact_mut(8) {
+                store(splat(0.0), z);
+            }
+            let mut ix = 0;
+            while ix < self.w {
+                let k = 8.min(self.w - ix);
+                let mut rows = [splat(0.0); 8];
+                for (s, row) in rows.iter_mut().enumerate().take(ns) {
+                    let at = ((n0 + s) * self.cin + ci) * plane + iy * self.w + ix;
+                    *row = match src.get(at..at + 8) {
+                        Some(r) => load(r),
+                        None => {
+                            let mut t = [0.0f32; 8];
+                            copy_short(&mut t[..k], &src[at..]);
+                            load(&t)
+                        }
+                    };
+                }
+                // Vector `j` holds position `ix + j` of every sample; those past the
+                // row (`j >= k`) are dropped.
+                let cols = transpose8(rows);
+                for (j, &c) in cols.iter().enumerate().take(k) {
+                    store(c, &mut dst[(1 + ix + j) * 8..]);
+                }
+                ix += k;
+            }
+        }
+    }
+
+    /// `V = B^T d B` of tiles `tx0..tx0 + nt` of the current tile row, every input
+    /// channel, into `vb` (`[xi][ci][tile][8]`).
+    #[target_feature(enable = "avx2,fma")]
+    fn input_tiles(&self, xb: &[f32], slots: [usize; 4], tx0: usize, nt: usize, vb: &mut [f32]) {
+        let rw = self.pw * 8;
+        let xs = self.v_stride(nt);
+        for ci in 0..self.cin {
+            let chan = &xb[ci * 4 * rw..][..4 * rw];
+            for t in 0..nt {
+                let c0 = 2 * (tx0 + t) * 8;
+                let mut d = [[splat(0.0); 4]; 4];
+                for (dr, &slot) in d.iter_mut().zip(&slots) {
+                    let row = &chan[slot * rw + c0..][..32];
+                    for (c, dv) in dr.iter_mut().enumerate() {
+                        *dv = load(&row[8 * c..]);
+                    }
+                }
+                // `B^T d`: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3; then the same along
+                // each row.
+                let mut e = [[splat(0.0); 4]; 4];
+                for c in 0..4 {
+                    e[0][c] = sub(d[0][c], d[2][c]);
+                    e[1][c] = add(d[1][c], d[2][c]);
+                    e[2][c] = sub(d[2][c], d[1][c]);
+                    e[3][c] = sub(d[1][c], d[3][c]);
+                }
+                for (r, er) in e.iter().enumerate() {
+                    let v = [
+                        sub(er[0], er[2]),
+                        add(er[1], er[2]),
+                        sub(er[2], er[1]),
+                        sub(er[1], er[3]),
+                    ];
+                    for (c, &vv) in v.iter().enumerate() {
+                        store(vv, &mut vb[(4 * r + c) * xs + (ci * nt + t) * 8..]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every output channel of the pass's `nt` tiles, `A^T M A + bias`, into `yb`
+    /// (`[channel][row][position][8]`, rows `2 * tb` positions long). Blocks of tiles
+    /// outside, channels inside: a block's transformed inputs are read once per block
+    /// of 4 channels while they are in the L1 cache.
+    #[target_feature(enable = "avx2,fma")]
+    fn products(&self, u: &[f32], vb: &[f32], nt: usize, bias: Option<&[f32]>, yb: &mut [f32]) {
+        let mut t0 = 0;
+        while t0 < nt {
+            // Blocks of 3 tiles (12 accumulators), 2 where 3 would leave one alone.
+            let t = match nt - t0 {
+                1 => 1,
+                2 | 4 => 2,
+                _ => 3,
+            };
+            for cb in 0..self.cb {
+                let mut b4 = [0.0f32; 4];
+                if let Some(b) = bias {
+                    for (o, bo) in b4.iter_mut().enumerate() {
+                        *bo = b.get(4 * cb + o).copied().unwrap_or(0.0);
+                    }
+                }
+                match t {
+                    3 => self.block::<3>(u, vb, cb, [nt, t0], b4, yb),
+                    2 => self.block::<2>(u, vb, cb, [nt, t0], b4, yb),
+                    _ => self.block::<1>(u, vb, cb, [nt, t0], b4, yb),
+                }
+            }
+            t0 += t;
+        }
+    }
+
+    /// `T` tiles from `t0` of the pass's `nt` x 4 output channels.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn block<const T: usize>(
+        &self,
+        u: &[f32],
+        vb: &[f32],
+        cb: usize,
+        [nt, t0]: [usize; 2],
+        bias: [f32; 4],
+        yb: &mut [f32],
+    ) {
+        let xs = self.v_stride(nt);
+        // `m[o][j][xi]`: channel `o`, tile `j`.
+        let mut m = [[[splat(0.0); 16]; T]; 4];
+        for xi in 0..16 {
+            let ux = &u[(xi * self.cb + cb) * self.cin * 4..][..self.cin * 4];
+            let vx = &vb[xi * xs..][..xs];
+            let mut acc = [[splat(0.0); T]; 4];
+            for (ci, uw) in ux.chunks_exact(4).enumerate() {
+                let vr = &vx[(ci * nt + t0) * 8..][..T * 8];
+                let mut v = [splat(0.0); T];
+                for (j, vj) in v.iter_mut().enumerate() {
+                    *vj = load(&vr[8 * j..]);
+                }
+                for (a, &uo) in acc.iter_mut().zip(uw) {
+                    let s = splat(uo);
+                    for (aj, &vj) in a.iter_mut().zip(&v) {
+                        *aj = fma(s, vj, *aj);
+                    }
+                }
+            }
+            for (mo, ao) in m.iter_mut().zip(&acc) {
+                for (mj, &a) in mo.iter_mut().zip(ao) {
+                    mj[xi] = a;
+                }
+            }
+        }
+        // `A^T M A`: rows m0 + m1 + m2 and m1 - m2 - m3, then the same along each row.
+        let row = 2 * self.tb * 8;
+        for (o, (&bo, mo)) in bias.iter().zip(&m).enumerate().take(self.cout - 4 * cb) {
+            let b = splat(bo);
+            for (j, mj) in mo.iter().enumerate() {
+                let mut s = [[splat(0.0); 4]; 2];
+                for c in 0..4 {
+                    s[0][c] = add(add(mj[c], mj[4 + c]), mj[8 + c]);
+                    s[1][c] = sub(sub(mj[4 + c], mj[8 + c]), mj[12 + c]);
+                }
+                for (r, sr) in s.iter().enumerate() {
+                    let y0 = add(add(add(sr[0], sr[1]), sr[2]), b);
+                    let y1 = add(sub(sub(sr[1], sr[2]), sr[3]), b);
+                    let at = ((4 * cb + o) * 2 + r) * row + 2 * (t0 + j) * 8;
+                    store(y0, &mut yb[at..]);
+                    store(y1, &mut yb[at + 8..]);
+                }
+            }
+        }
+    }
+
+    /// The pass's outputs in `yb` (channels `4cb..`, tile row `ty`, tiles `tx0..tx0 +
+    /// nt`) transposed back to samples `n0..n0 + ns` of `out`: stored, or added to it
+    /// (`acc`). Positions past the plane are dropped. A pass over whole tile rows
+    /// writes its two output rows as one run (they are adjacent in `out`).
+    #[target_feature(enable = "avx2,fma")]
+    fn transpose_out(
+        &self,
+        yb: &[f32],
+        [n0, ns]: [usize; 2],
+        [ty, tx0, nt]: [usize; 3],
+        cb: usize,
+        acc: bool,
+        out: &mut [f32],
+    ) {
+        let plane = self.h * self.w;
+        let x0 = 2 * tx0;
+        let count = (2 * nt).min(self.w - x0);
+        let rows = 2.min(self.h - 2 * ty);
+        let row = 2 * self.tb * 8;
+        // Runs of `len` outputs from `(2ty + r, x0)`, one per row or one for both.
+        let (runs, len) = if count == self.w {
+            (1, rows * count)
+        } else {
+            (rows, count)
+        };
+        let lane = load(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        for o in 0..4.min(self.cout - 4 * cb) {
+            let co = 4 * cb + o;
+            for r in 0..runs {
+                let src = &yb[(co * 2 + r) * row..];
+                let mut p = 0;
+                while p < len {
+                    let k = 8.min(len - p);
+                    let mut v = [splat(0.0); 8];
+                    // Position `p + i` of the run: row `ry`, column `rx`.
+                    let (mut ry, mut rx) = if p < count { (0, p) } else { (1, p - count) };
+                    for vi in v.iter_mut().take(k) {
+                        *vi = load(&src[ry * row + rx * 8..]);
+                        rx += 1;
+                        if rx == count {
+                            (ry, rx) = (ry + 1, 0);
+                        }
+                    }
+                    // Vector `s` holds positions `p..p + k` of sample `s`.
+                    let per_sample = transpose8(v);
+                    let mask = less(lane, splat(k as f32));
+                    for (s, &ps) in per_sample.iter().enumerate().take(ns) {
+                        let at = ((n0 + s) * self.cout + co) * plane + (2 * ty + r) * self.w + x0 + p;
+                        let dst = &mut out[at..];
+                        if dst.len() >= 8 {
+                            let old = load(dst);
+                            let new = if acc { add(old, ps) } else { ps };
+                            // Lanes past `k` keep the words they read.
+                            store(if k == 8 { new } else { blend(old, new, mask) }, dst);
+                        } else {
+                            let mut t = [0.0f32; 8];
+                            store(ps, &mut t);
+                            for (d, &tv) in dst[..k].iter_mut().zip(&t) {
+                                *d = if acc { *d + tv } else { tv };
+                            }
+                        }
+                    }
+                    p += k;
+                }
+            }
+        }
+    }
+}
+
+/// The Winograd geometry of `g` (`cin` and `cout` as the pass reads and writes them),
+/// `None` if `g` is not a 3x3 stride-1 padding-1 convolution the buffers hold.
+fn geometry(g: &ConvGeom, forward: bool) -> Option<Wino> {
+    let ok = g.kh == 3
+        && g.kw == 3
+        && g.stride == [1, 1]
+        && g.pad == [1, 1]
+        && g.dil == [1, 1]
+        && g.groups == 1
+        && g.oh == g.h
+        && g.ow == g.w;
+    let (cin, cout) = if forward {
+        (g.c_in, g.c_out)
+    } else {
+        (g.c_out, g.c_in)
+    };
+    ok.then(|| Wino::new(g.n, cin, cout, g.h, g.w)).flatten()
+}
+
+/// `y = conv(x, w) + b`; `false` (nothing written) for shapes this file does not take.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    let Some(wg) = geometry(g, true) else {
+        return false;
+    };
+    let mut u = [0.0f32; U_WORDS];
+    wg.weights(&mut u, |co, ci, t| w[(co * g.c_in + ci) * 9 + t]);
+    wg.run(x, &u, y, Some(b));
+    true
+}
+
+/// `gx += conv_transpose(gy, w)`: the convolution of `gy` with the flipped kernel whose
+/// channel axes are swapped; `false` as [`conv2d_forward`].
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    let Some(wg) = geometry(g, false) else {
+        return false;
+    };
+    let mut u = [0.0f32; U_WORDS];
+    // Output channel `co` of this pass is input channel `co` of the convolution.
+    wg.weights(&mut u, |co, ci, t| w[(ci * g.c_in + co) * 9 + 8 - t]);
+    wg.run(gy, &u, gx, None);
+    true
+}
+
+/// Whether the dispatch routes `g` here: batches that fill most of the 8 sample lanes,
+/// at least 8 channels in and out, and planes narrower than 8 (measured on W1's
+/// layers at batch 32, `bench --kernels`: faster than the strip kernels on conv3's 7x7
+/// planes, whose rows leave lanes of the strip tiles idle; slower on conv2's 14x14).
+pub(super) fn pays(g: &ConvGeom) -> bool {
+    let lanes = 8 * g.n.div_ceil(8);
+    g.w < 8 && g.n >= 8 && 4 * g.n >= 3 * lanes && g.c_in >= 8 && g.c_out >= 8
+}

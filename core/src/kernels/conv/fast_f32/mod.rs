@@ -31,6 +31,8 @@ mod dw8_body;
 mod layout;
 #[cfg(target_arch = "x86_64")]
 mod norm8;
+#[cfg(target_arch = "x86_64")]
+mod one;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod rows;
@@ -40,5 +42,7 @@ mod strip;
 mod strip_weight;
 pub mod weight;
 
+#[cfg(all(test, target_arch = "x86_64"))]
+mod one_tests;
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,9 @@ use crate::kernels::conv::ConvGeom;
 /// `gw += correlate(gy, x)` for stride 1; `false` (nothing written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    if super::one::conv2d_backward_weight(g, gy, x, gw) {
+        return true;
+    }
     if g.stride != [1, 1] {
         return false;
     }

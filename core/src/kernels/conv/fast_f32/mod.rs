@@ -33,6 +33,8 @@ mod layout;
 mod norm8;
 #[cfg(target_arch = "x86_64")]
 mod one;
+#[cfg(target_arch = "x86_64")]
+mod one_input;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod rows;

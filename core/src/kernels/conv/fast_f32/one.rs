@@ -107,8 +107,7 @@ impl Flat {
     }
 }
 
-/// Whether this file's kernels take `g` (the tests ask).
-#[cfg(test)]
+/// Whether this file's kernels (and `one_input.rs`) take `g`.
 pub(super) fn covers(g: &ConvGeom) -> bool {
     Flat::new(g).is_some()
 }

@@ -385,6 +385,9 @@ pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
 /// a correlation of `gy`, padded by `reach - pad`, with the flipped kernel.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    if super::one_input::conv2d_backward_input(g, gy, w, gx) {
+        return true;
+    }
     let k = [g.kh, g.kw];
     let reach = [(g.kh - 1) * g.dil[0], (g.kw - 1) * g.dil[1]];
     if g.stride != [1, 1] || reach[0] < g.pad[0] || reach[1] < g.pad[1] {

@@ -12,6 +12,9 @@
 //!   on any CPU that has them: stride-1 convolutions as implicit matrix products with
 //!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
 //!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
+//! - Before the strip kernels, 3x3 "same" convolutions with one input channel per
+//!   group (W1's first layer) take `one.rs` (forward, backward-weight) and
+//!   `one_input.rs` (backward-input): flat positions, read and written in place.
 //! - [`dw8`]: depthwise 3x3 convolutions (strides 1 and 2) vectorised across channels,
 //!   tried first by every entry point; then [`depthwise`]: other strided depthwise
 //!   convolutions on small planes.

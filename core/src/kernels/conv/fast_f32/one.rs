@@ -62,7 +62,7 @@ impl Flat {
             && g.c_out >= g.groups
             && [g.oh, g.ow] == [g.h, g.w];
         let hw = g.h.checked_mul(g.w)?;
-        if !fits || hw < 8 || hw > X_WORDS {
+        if !fits || !(8..=X_WORDS).contains(&hw) {
             return None;
         }
         let at = (g.w + 1).next_multiple_of(8);

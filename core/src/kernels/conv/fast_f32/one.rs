@@ -130,10 +130,17 @@ pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
             for o0 in (0..cout).step_by(NB) {
                 let nb = NB.min(cout - o0);
                 let ch = grp * cout + o0;
-                // `[tap][channel]`; a short block repeats its last channel.
-                let wk: [[f32; NB]; 9] =
-                    core::array::from_fn(|t| core::array::from_fn(|o| w[(ch + o.min(nb - 1)) * 9 + t]));
-                let bias: [f32; NB] = core::array::from_fn(|o| b.map_or(0.0, |b| b[ch + o.min(nb - 1)]));
+                // `[tap][channel]`; a short block repeats its last channel. (Plain loops:
+                // `array::from_fn`'s closures stayed calls, as in `Sums::row`.)
+                let mut wk = [[0.0f32; NB]; 9];
+                let mut bias = [0.0f32; NB];
+                for (o, bo) in bias.iter_mut().enumerate() {
+                    let c = ch + o.min(nb - 1);
+                    for (t, wt) in wk.iter_mut().enumerate() {
+                        wt[o] = w[c * 9 + t];
+                    }
+                    *bo = b.map_or(0.0, |b| b[c]);
+                }
                 let t = Fwd {
                     hw,
                     buf: &buf[..3 * f.chan],
@@ -290,10 +297,18 @@ impl Sums<'_> {
                 *av = load(&lanes[o * 72 + (3 * ky + kx) * 8..]);
             }
         }
-        let offs: [usize; 3] = core::array::from_fn(|kx| self.f.off(3 * ky + kx));
+        // Plain loops rather than `array::from_fn`, whose closures LLVM left as calls:
+        // this runs once per channel block, kernel row and sample.
+        let offs = [self.f.off(3 * ky), self.f.off(3 * ky + 1), self.f.off(3 * ky + 2)];
         let nv = hw / 8;
-        let xs: [&[f32]; 3] = core::array::from_fn(|kx| &self.buf[offs[kx]..][..8 * nv]);
-        let gys: [&[f32]; B] = core::array::from_fn(|o| &self.gy[o * hw..][..8 * nv]);
+        let mut xs: [&[f32]; 3] = [&[]; 3];
+        for (x, &off) in xs.iter_mut().zip(&offs) {
+            *x = &self.buf[off..][..8 * nv];
+        }
+        let mut gys: [&[f32]; B] = [&[]; B];
+        for (o, gp) in gys.iter_mut().enumerate() {
+            *gp = &self.gy[o * hw..][..8 * nv];
+        }
         sweep(&xs, &gys, &mut acc);
         if nv * 8 < hw {
             // The last `hw % 8` positions, as the vector ending at `hw` whose first
@@ -326,12 +341,19 @@ fn sweep<const B: usize>(xs: &[&[f32]; 3], gys: &[&[f32]; B], acc: &mut [[F8; 3]
     // Every slice cut to `len` words and the loop bound `p + 8 <= len`: LLVM drops the
     // bounds checks of the loads.
     let [x0, x1, x2] = [&xs[0][..len], &xs[1][..len], &xs[2][..len]];
-    let gys: [&[f32]; B] = core::array::from_fn(|o| &gys[o][..len]);
+    let mut cut: [&[f32]; B] = [&[]; B];
+    for (c, gp) in cut.iter_mut().zip(gys) {
+        *c = &gp[..len];
+    }
+    let gys = cut;
     let mut a = *acc;
     if B == NB {
         // Four channels (every block of W1's 8): one zip of the seven rows, no bounds
         // checks at all.
-        let g: [&[f32]; 4] = core::array::from_fn(|o| gys[o]);
+        let mut g: [&[f32]; 4] = [&[]; 4];
+        for (d, gp) in g.iter_mut().zip(&gys) {
+            *d = gp;
+        }
         let rows = x0.chunks_exact(8).zip(x1.chunks_exact(8)).zip(x2.chunks_exact(8));
         let grads = g[0]
             .chunks_exact(8)

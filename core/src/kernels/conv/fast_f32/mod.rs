@@ -12,6 +12,9 @@
 //!   on any CPU that has them: stride-1 convolutions as implicit matrix products with
 //!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
 //!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
+//! - Before the strip kernels, 3x3 "same" convolutions with one input channel per
+//!   group (W1's first layer) take `one.rs` (forward, backward-weight) and
+//!   `one_input.rs` (backward-input): flat positions, read and written in place.
 //! - `winograd.rs`: Winograd F(2x2, 3x3) over 8-sample lanes for 3x3 stride-1
 //!   padding-1 convolutions, forward and backward-input, tried first by the strip
 //!   kernels' entry points for the shapes where it measured faster (`winograd::pays`:
@@ -38,6 +41,10 @@ mod dw8_body;
 mod layout;
 #[cfg(target_arch = "x86_64")]
 mod norm8;
+#[cfg(target_arch = "x86_64")]
+mod one;
+#[cfg(target_arch = "x86_64")]
+mod one_input;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod pool8;
@@ -51,6 +58,8 @@ pub mod weight;
 #[cfg(target_arch = "x86_64")]
 mod winograd;
 
+#[cfg(all(test, target_arch = "x86_64"))]
+mod one_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(all(test, target_arch = "x86_64"))]

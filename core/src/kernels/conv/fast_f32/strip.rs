@@ -357,6 +357,9 @@ impl Tiles<'_> {
 /// Only on a CPU with AVX2 and FMA (see `avx2::available`).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    if super::one::conv2d_forward(g, x, w, b, y) {
+        return true;
+    }
     if super::winograd::pays(g) && super::winograd::conv2d_forward(g, x, w, b, y) {
         return true;
     }
@@ -385,6 +388,9 @@ pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
 /// a correlation of `gy`, padded by `reach - pad`, with the flipped kernel.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    if super::one_input::conv2d_backward_input(g, gy, w, gx) {
+        return true;
+    }
     if super::winograd::pays(g) && super::winograd::conv2d_backward_input(g, gy, w, gx) {
         return true;
     }

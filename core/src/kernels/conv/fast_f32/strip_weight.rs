@@ -6,9 +6,10 @@
 //!   strip positions and padding channels); a tile is `R` rows x `8 * V` channels (12
 //!   accumulators), summed over every position with one broadcast input word per row,
 //!   and over every sample in `gwT` before it is added to `gw`: no horizontal sums.
-//! - Few rows (W1's first layer: 1 channel x 9 taps): transposing costs more than the
-//!   few products per element it feeds, so tiles run along positions instead: `B`
-//!   channels x `T` rows of 8-lane partial sums over a sample's strip.
+//! - Few rows (1 channel x 9 taps): transposing costs more than the few products per
+//!   element it feeds, so tiles run along positions instead: `B` channels x `T` rows of
+//!   8-lane partial sums over a sample's strip. (W1's first layer, padding 1, is
+//!   `one.rs`'s, tried first.)
 
 use super::avx2::{fma, load, splat, store, transpose8, F8};
 use super::strip::{copy_short, Strip, MAX_K, OB, PLANE_WORDS, T_WORDS};
@@ -17,6 +18,9 @@ use crate::kernels::conv::ConvGeom;
 /// `gw += correlate(gy, x)` for stride 1; `false` (nothing written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    if super::one::conv2d_backward_weight(g, gy, x, gw) {
+        return true;
+    }
     if g.stride != [1, 1] {
         return false;
     }

@@ -88,7 +88,7 @@ fn paths() -> Vec<(&'static str, Fwd, Bwd, Bwd)> {
 /// Runs all three kernels of every path and the generic ones on one geometry with random
 /// data; outputs and gradients start non-zero to check overwrite and accumulation.
 /// Returns how many of the three kernels each path handled itself.
-fn check(rng: &mut Rng, g: &ConvGeom) -> Vec<usize> {
+pub(super) fn check(rng: &mut Rng, g: &ConvGeom) -> Vec<usize> {
     let (cin_g, taps) = (g.c_in / g.groups, g.kh * g.kw);
     let x = random(rng, g.n * g.c_in * g.h * g.w);
     let w = random(rng, g.c_out * cin_g * taps);
@@ -144,7 +144,7 @@ fn check(rng: &mut Rng, g: &ConvGeom) -> Vec<usize> {
 }
 
 /// Whether this machine runs the AVX2 + FMA path, by `std`'s own detection.
-fn cpu_has_avx2_fma() -> bool {
+pub(super) fn cpu_has_avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     return std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]

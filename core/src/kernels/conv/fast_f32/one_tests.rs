@@ -1,0 +1,123 @@
+//! The one-input-channel 3x3 kernels (`one.rs`) against the generic ones, through the
+//! `f32` entry points (on a CPU with AVX2 + FMA they try `one.rs` first).
+//!
+//! Tolerances: inputs are uniform in [-1, 1]. Forward and backward-input sum at most 9
+//! and 9 x 300 products, compared as in `tests.rs` (1e-4 relative). A backward-weight
+//! entry sums `batch x plane` products (25,088 for W1 at batch 32) of mean size 1/4;
+//! both f32 kernels round each addition to about 6e-8 of a running sum, so they are
+//! compared with an f64 sum, within 1e-5 of the sum of the products' sizes: about 40
+//! times the expected rounding (`sqrt(N) * 6e-8` of it), and under the size of one
+//! wrong or missing product in W1's shape (1/4 against 0.06).
+
+use super::conv as fast;
+use super::one::covers;
+use super::tests::check;
+use crate::init::Rng;
+use crate::kernels::conv::{self as generic, ConvGeom};
+use crate::kernels::test_shapes::{geom, random};
+
+/// `gw` and the sum of the products' sizes per entry, in f64.
+fn weight_f64(g: &ConvGeom, gy: &[f32], x: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let cout = g.c_out / g.groups;
+    let (mut gw, mut size) = (vec![0.0f64; g.c_out * 9], vec![0.0f64; g.c_out * 9]);
+    for n in 0..g.n {
+        for oc in 0..g.c_out {
+            let ic = oc / cout;
+            for t in 0..9 {
+                let (ky, kx) = (t / 3, t % 3);
+                for oy in 0..g.oh {
+                    for ox in 0..g.ow {
+                        let iy = (oy + ky) as isize - g.pad[0] as isize;
+                        let ix = (ox + kx) as isize - g.pad[1] as isize;
+                        if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize {
+                            continue;
+                        }
+                        let a = gy[((n * g.c_out + oc) * g.oh + oy) * g.ow + ox] as f64;
+                        let b = x[((n * g.c_in + ic) * g.h + iy as usize) * g.w + ix as usize] as f64;
+                        gw[oc * 9 + t] += a * b;
+                        size[oc * 9 + t] += (a * b).abs();
+                    }
+                }
+            }
+        }
+    }
+    (gw, size)
+}
+
+/// The `f32` forward and backward-input against the generic kernels, and its
+/// backward-weight against [`weight_f64`].
+fn check_f32(rng: &mut Rng, g: &ConvGeom) {
+    let x = random(rng, g.n * g.c_in * g.h * g.w);
+    let w = random(rng, g.c_out * 9);
+    let b = random(rng, g.c_out);
+    let gy = random(rng, g.n * g.c_out * g.oh * g.ow);
+    let close = |what: &str, got: &[f32], want: &[f32]| {
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "{what} {g:?} [{i}]: {a} vs {b}"
+            );
+        }
+    };
+    let (mut y0, mut y1) = (random(rng, gy.len()), vec![0.0; gy.len()]);
+    y1.copy_from_slice(&y0);
+    generic::conv2d_forward(g, &x, &w, Some(&b), &mut y0);
+    fast::conv2d_forward(g, &x, &w, Some(&b), &mut y1);
+    close("forward", &y1, &y0);
+    let (mut gx0, mut gx1) = (random(rng, x.len()), vec![0.0; x.len()]);
+    gx1.copy_from_slice(&gx0);
+    generic::conv2d_backward_input(g, &gy, &w, &mut gx0);
+    fast::conv2d_backward_input(g, &gy, &w, &mut gx1);
+    close("backward-input", &gx1, &gx0);
+    let start = random(rng, w.len());
+    let mut gw = start.clone();
+    fast::conv2d_backward_weight(g, &gy, &x, &mut gw);
+    let (want, size) = weight_f64(g, &gy, &x);
+    for i in 0..gw.len() {
+        let got = (gw[i] - start[i]) as f64;
+        let tol = 1e-5 * size[i] + 1e-5;
+        assert!(
+            (got - want[i]).abs() <= tol,
+            "backward-weight {g:?} [{i}]: {got} vs {}",
+            want[i]
+        );
+    }
+}
+
+#[test]
+fn one_channel_3x3_kernels_match_generic() {
+    // W1's conv1 at batch 32 and 1; odd planes, planes of exactly 8 words and of 9, one
+    // row, one column; 1-9 and 300 output channels (blocks of 1-3 left over, several
+    // backward-weight chunks); groups of one input channel; and shapes the file declines
+    // (padding 0 and 2, planes under 8 words, planes too large for its buffer).
+    let mut rng = Rng::new(23);
+    for (n, c_in, c_out, hw, p, groups) in [
+        (32, 1, 8, [28, 28], [1, 1], 1),
+        (1, 1, 8, [28, 28], [1, 1], 1),
+        (2, 1, 1, [5, 9], [1, 1], 1),
+        (3, 1, 2, [13, 11], [1, 1], 1),
+        (2, 1, 3, [1, 8], [1, 1], 1),
+        (2, 1, 5, [8, 1], [1, 1], 1),
+        (1, 1, 6, [3, 3], [1, 1], 1),
+        (4, 1, 7, [2, 4], [1, 1], 1),
+        (2, 1, 9, [7, 7], [1, 1], 1),
+        (3, 1, 300, [6, 6], [1, 1], 1),
+        (2, 3, 6, [9, 10], [1, 1], 3),
+        (2, 4, 36, [5, 6], [1, 1], 4),
+        (32, 2, 4, [14, 14], [1, 1], 2),
+        (2, 1, 4, [1, 7], [1, 1], 1),
+        (2, 1, 8, [10, 12], [0, 0], 1),
+        (2, 1, 8, [10, 12], [2, 2], 1),
+        (1, 1, 2, [64, 64], [1, 1], 1),
+    ] {
+        let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], p, [1, 1], groups).unwrap();
+        let expect = p == [1, 1] && hw[0] * hw[1] >= 8 && hw[0] < 64;
+        assert_eq!(covers(&g), expect, "{g:?}");
+        check_f32(&mut rng, &g);
+        // Every path against the generic kernels, where the f32 sums are short enough
+        // for `tests.rs`'s tolerance.
+        if n * hw[0] * hw[1] <= 2048 {
+            check(&mut rng, &g);
+        }
+    }
+}

@@ -383,7 +383,10 @@ mod tests {
             (7, 3, 6),
             (9, 6, 10),
         ];
-        for (planes, h, w) in shapes {
+        // Each shape with NaNs here and there, and without any (the AVX2 kernel's
+        // faster path); a NaN in one plane of many.
+        let nan_every = [12, 0, 5000];
+        for ((planes, h, w), nan_every) in shapes.into_iter().flat_map(|s| nan_every.map(|n| (s, n))) {
             let g = PoolGeom {
                 planes,
                 h,
@@ -395,13 +398,15 @@ mod tests {
                 pad: [0, 0],
             };
             assert!(is_2x2(&g));
-            // Few distinct values: many ties (-0 ties with 0); some NaNs.
+            // Few distinct values: many ties (-0 ties with 0).
             let x: Vec<f32> = (0..planes * h * w)
-                .map(|_| match rng.below(12) {
-                    0 => f32::NAN,
-                    1 => -0.0,
-                    v => (v % 4) as f32,
-                })
+                .map(
+                    |_| match (nan_every > 0 && rng.below(nan_every) == 0, rng.below(12)) {
+                        (true, _) => f32::NAN,
+                        (_, 1) => -0.0,
+                        (_, v) => (v % 4) as f32,
+                    },
+                )
                 .collect();
             let n = planes * g.oh * g.ow;
             let words = argmax_words(n, 4);

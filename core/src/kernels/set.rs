@@ -218,7 +218,10 @@ impl KernelSet<f32> for F32Tiles {
         #[cfg(target_arch = "x86_64")]
         return conv::fast_f32::avx2::max_pool2d_backward_overwrite(g, gy, idx, gx);
         #[cfg(not(target_arch = "x86_64"))]
-        false
+        {
+            let _ = (g, gy, idx, gx);
+            false
+        }
     }
     fn channel_stats(g: NormGeom, x: &[f32], stats: &mut [f32], running_var: &mut [f32], momentum: f32) {
         #[cfg(target_arch = "x86_64")]

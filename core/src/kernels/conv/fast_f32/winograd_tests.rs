@@ -205,32 +205,3 @@ fn non_finite_inputs_reach_the_outputs_the_direct_convolution_reaches() {
         assert_eq!(finite(&gx1), finite(&gx0), "{g:?}");
     }
 }
-
-/// Not a check: `WINO=<shape 0|1><pass 0|1> perf stat -e task-clock <test binary>
-/// winograd_timing --ignored` times one kernel (W1's conv2 or conv3, batch 32) for
-/// 2,000 calls, by CPU time rather than the wall clock of a loaded machine.
-#[test]
-#[ignore]
-fn winograd_timing() {
-    let sel = std::env::var("WINO").unwrap_or_default();
-    let mut rng = Rng::new(1);
-    for (shape, (c_in, c_out, hw)) in [(8, 16, 14), (16, 32, 7)].into_iter().enumerate() {
-        let g = geom(32, c_in, c_out, [hw, hw], [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
-        let x = random(&mut rng, g.n * g.c_in * g.h * g.w);
-        let w = random(&mut rng, g.c_out * g.c_in * 9);
-        let mut y = random(&mut rng, g.n * g.c_out * g.oh * g.ow);
-        let mut gx = x.clone();
-        for pass in 0..2 {
-            if sel != format!("{shape}{pass}") {
-                continue;
-            }
-            for _ in 0..2000 {
-                if pass == 0 {
-                    super::avx2::winograd_forward(&g, &x, &w, None, &mut y);
-                } else {
-                    super::avx2::winograd_backward_input(&g, &y, &w, &mut gx);
-                }
-            }
-        }
-    }
-}

@@ -63,10 +63,11 @@ impl Strip {
         }
     }
 
-    /// Copies `count` consecutive source planes into `buf`, zero-padded.
+    /// Copies `count` consecutive source planes into `buf`'s interior positions. The
+    /// padding positions are never written, by this or anything else, so a buffer
+    /// zeroed once per call keeps them zero for every fill: they are not cleared again.
     pub(super) fn fill(&self, buf: &mut [f32], src: &[f32], count: usize) {
         let buf = &mut buf[..count * self.chan];
-        buf.fill(0.0);
         let [h, w] = self.src;
         for (dst, s) in buf
             .chunks_exact_mut(self.chan)

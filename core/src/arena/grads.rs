@@ -88,6 +88,22 @@ impl<S: Scalar> Arena<'_, S> {
         self.grads_bottom += shift;
     }
 
+    /// When `above` lies right on top of the `fresh` words at the stack's bottom (new
+    /// gradients, not yet written) and is the shorter, moves it below them and returns
+    /// its new offset; the fresh spans then start `above.len` words higher. Freeing
+    /// `above` later moves nothing: copying it once is cheaper than sliding the fresh
+    /// words up over it (a pool's input gradient over its 4x smaller output's).
+    pub(crate) fn sink_below_fresh(&mut self, above: Span, fresh: usize) -> Option<usize> {
+        let bottom = self.grads_bottom;
+        if above.len == 0 || fresh <= above.len || above.off != bottom + fresh {
+            return None;
+        }
+        if !self.is_meta() {
+            self.buf.copy_within(above.off..above.end(), bottom);
+        }
+        Some(bottom)
+    }
+
     /// Moves the whole gradient stack down to scratch's top (it becomes scratch) and
     /// returns `(from, to, len)`: spans in `from..from + len` now start at `to`
     /// onwards. The words in use do not change.
@@ -181,5 +197,23 @@ mod tests {
         assert_eq!(a.get(Span { off: 1, len: 6 }), &[3.0, 3.0, 3.0, 3.0, 1.0, 1.0]);
         assert_eq!(a.used_bytes(), 7 * 4);
         assert!(a.alloc_persistent(1).is_ok());
+    }
+
+    #[test]
+    fn a_short_gradient_sinks_below_the_fresh_ones_allocated_under_it() {
+        let mut buf = [0.0f32; 12];
+        let mut a = Arena::new(&mut buf);
+        let gy = a.alloc_grad(2).unwrap();
+        a.get_mut(gy).copy_from_slice(&[5.0, 6.0]);
+        let gx = a.alloc_grad_unset(4).unwrap();
+        // Not when the fresh words are no longer than it, or it is not right above.
+        assert_eq!(a.sink_below_fresh(gy, 2), None);
+        assert_eq!(a.sink_below_fresh(Span { off: 0, len: 2 }, 4), None);
+        let off = a.sink_below_fresh(gy, gx.len).unwrap();
+        assert_eq!((off, a.grads_mark()), (gx.off, 6));
+        assert_eq!(a.get(Span { off, len: 2 }), &[5.0, 6.0]);
+        // Freeing it, now at the bottom, moves nothing and frees its words.
+        a.close_grad_holes(&[Span { off, len: 2 }]);
+        assert_eq!((a.grads_mark(), a.used_bytes()), (8, 4 * 4));
     }
 }

@@ -218,25 +218,69 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// gradient, has none yet and is not a parameter, allocates one without clearing
     /// it and returns `true`, and the rule must then write every element (or clear
     /// it). Otherwise as [`Graph::ensure_grad`], `false`. Cortex-M always clears.
-    pub(crate) fn grad_to_overwrite(&mut self, j: usize) -> Result<bool> {
-        let n = self.nodes[j];
-        #[cfg(not(target_arch = "arm"))]
-        if n.requires_grad() && n.grad().is_none() && j >= self.n_params {
-            let g = self.arena.alloc_grad_unset(n.shape().numel())?;
-            self.nodes[j].set_grad(Some(g));
-            return Ok(true);
-        }
-        let _ = n;
-        self.ensure_grad(j).map(|_| false)
+    pub(crate) fn grad_to_overwrite(&mut self, i: usize, j: usize) -> Result<bool> {
+        let fresh = self.new_grad(j)?;
+        self.sink_out_grad(i, &[fresh]);
+        Ok(fresh.is_some())
     }
 
     /// The gradient of node `i`'s output, after giving each of its inputs that needs
     /// one a (zeroed) gradient: what a rule calls first.
     pub(crate) fn grads_for(&mut self, i: usize) -> Result<Span> {
-        for j in self.nodes[i].op().inputs().into_iter().flatten() {
-            self.ensure_grad(j as usize)?;
+        let mut fresh = [None; 3];
+        for (f, j) in fresh.iter_mut().zip(self.nodes[i].op().inputs()) {
+            if let Some(j) = j {
+                *f = self.new_grad(j as usize)?;
+            }
+        }
+        self.sink_out_grad(i, &fresh);
+        for j in fresh.into_iter().flatten() {
+            if let Some(g) = self.nodes[j].grad() {
+                self.arena.fill(g, S::ZERO);
+            }
         }
         self.out_grad(i)
+    }
+
+    /// Gives node `j` a gradient if it needs one and has none. `Some(j)` when that is
+    /// a new one on the gradient stack, not cleared (hosts and wasm, not parameters);
+    /// otherwise it is cleared ([`Graph::ensure_grad`]).
+    fn new_grad(&mut self, j: usize) -> Result<Option<usize>> {
+        let n = self.nodes[j];
+        #[cfg(not(target_arch = "arm"))]
+        if n.requires_grad() && n.grad().is_none() && j >= self.n_params {
+            let g = self.arena.alloc_grad_unset(n.shape().numel())?;
+            self.nodes[j].set_grad(Some(g));
+            return Ok(Some(j));
+        }
+        let _ = n;
+        self.ensure_grad(j).map(|_| None)
+    }
+
+    /// After the `fresh` input gradients were allocated right below node `i`'s output
+    /// gradient: moves the output gradient below them when it is the shorter
+    /// ([`Arena::sink_below_fresh`](crate::arena::Arena::sink_below_fresh)), so that freeing it after the rule moves nothing.
+    fn sink_out_grad(&mut self, i: usize, fresh: &[Option<usize>]) {
+        #[cfg(not(target_arch = "arm"))]
+        {
+            let Some(gy) = self.nodes[i].grad() else {
+                return;
+            };
+            let spans = fresh.iter().flatten().filter_map(|&j| self.nodes[j].grad());
+            let words = spans.map(|g| g.len).sum();
+            if let Some(off) = self.arena.sink_below_fresh(gy, words) {
+                for &j in fresh.iter().flatten() {
+                    let g = self.nodes[j].grad().map(|g| Span {
+                        off: g.off + gy.len,
+                        ..g
+                    });
+                    self.nodes[j].set_grad(g);
+                }
+                self.nodes[i].set_grad(Some(Span { off, ..gy }));
+            }
+        }
+        #[cfg(target_arch = "arm")]
+        let _ = (i, fresh);
     }
 
     /// For rules that pass their output gradient on unchanged or masked (reshape,

@@ -185,7 +185,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// A gradient the input does not have yet is written over rather than cleared and
     /// added to, where the kernel set can (W1's pools: no clearing pass, no read).
     fn max_pool2d_backward(&mut self, i: usize, x: NodeId, p: Pool2dParams) -> Result<()> {
-        let fresh = self.grad_to_overwrite(x as usize)?;
+        let fresh = self.grad_to_overwrite(i, x as usize)?;
         let gy = self.out_grad(i)?;
         let xn = self.nodes[x as usize];
         let idx = self.nodes[i].saved;

@@ -92,7 +92,7 @@ pub(crate) fn reshape_dims(input: &[usize], target: &[i64]) -> Result<Vec<usize>
     }
     let known: usize = out.iter().product();
     if let Some(k) = infer {
-        if known == 0 || count % known != 0 {
+        if known == 0 || !count.is_multiple_of(known) {
             return Err("reshape -1 does not divide".into());
         }
         out[k] = count / known;

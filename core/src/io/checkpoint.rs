@@ -67,19 +67,19 @@ impl<F: NorFlash> AbCheckpoint<F> {
             what,
             value: value as i64,
         };
-        if CHUNK % F::READ_SIZE != 0 || CHUNK % F::WRITE_SIZE != 0 {
+        if !CHUNK.is_multiple_of(F::READ_SIZE) || !CHUNK.is_multiple_of(F::WRITE_SIZE) {
             return Err(Error::Unsupported {
                 op: "AbCheckpoint: flash read or write size that does not divide 64",
             });
         }
         let align = F::ERASE_SIZE.max(CHUNK) as u32;
-        if slot_size == 0 || slot_size % align != 0 || slot_size % CHUNK as u32 != 0 {
+        if slot_size == 0 || !slot_size.is_multiple_of(align) || !slot_size.is_multiple_of(CHUNK as u32) {
             return Err(bad(
                 "slot size must be a non-zero multiple of the erase size and 64",
                 slot_size,
             ));
         }
-        if base % align != 0 {
+        if !base.is_multiple_of(align) {
             return Err(bad("base must be a multiple of the erase size and 64", base));
         }
         let end = (base as u64) + 2 * slot_size as u64;

@@ -173,7 +173,7 @@ fn value_bytes(v: &AttrValue) -> Vec<u8> {
 }
 
 fn pad(out: &mut Vec<u8>) {
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }

@@ -91,7 +91,7 @@ impl TensorSpec {
         let ch = self.dims.first().copied().unwrap_or(0);
         if ch == 0
             || self.data.is_empty()
-            || self.data.len() % ch != 0
+            || !self.data.len().is_multiple_of(ch)
             || self.data.iter().any(|v| !v.is_finite())
         {
             return false;

@@ -14,7 +14,7 @@ use crate::scalar::Scalar;
 
 /// Refuses `groups` that is zero or does not divide both channel counts.
 fn check_groups(op: &'static str, groups: usize, in_ch: usize, out_ch: usize) -> Result<()> {
-    if groups == 0 || in_ch % groups != 0 || out_ch % groups != 0 {
+    if groups == 0 || !in_ch.is_multiple_of(groups) || !out_ch.is_multiple_of(groups) {
         return Err(Error::InvalidParam {
             op,
             what: "groups must divide the input and output channels",

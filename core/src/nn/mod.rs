@@ -46,7 +46,7 @@ impl Conv2d {
         bias: bool,
         rng: &mut Rng,
     ) -> Result<Self> {
-        if params.groups == 0 || in_ch % params.groups != 0 {
+        if params.groups == 0 || !in_ch.is_multiple_of(params.groups) {
             return Err(Error::InvalidParam {
                 op: "Conv2d",
                 what: "groups must divide the input channels",

@@ -168,7 +168,7 @@ impl GroupNorm {
         eps: f32,
         affine: bool,
     ) -> Result<Self> {
-        if num_groups == 0 || num_channels % num_groups != 0 {
+        if num_groups == 0 || !num_channels.is_multiple_of(num_groups) {
             return Err(Error::InvalidParam {
                 op: "GroupNorm",
                 what: "num_groups must be at least 1 and divide num_channels",

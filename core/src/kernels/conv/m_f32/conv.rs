@@ -185,7 +185,7 @@ impl Corr<'_> {
 /// and output width run on the two-row tile (`tile::rows2_1x7_k3`): 3x3 kernels whose
 /// rows and columns read neighbouring words, over rows of whole 7-wide tiles.
 pub(crate) fn row_pairs(k: [usize; 2], stride: [usize; 2], dil: [usize; 2], ow: usize) -> bool {
-    k == [3, 3] && stride == [1, 1] && dil == [1, 1] && ow % PAIR_COLS == 0
+    k == [3, 3] && stride == [1, 1] && dil == [1, 1] && ow.is_multiple_of(PAIR_COLS)
 }
 
 /// The biases of a block of [`OB`] output channels, if the pass overwrites.

@@ -34,7 +34,7 @@ pub fn quantize_per_channel(
         expected,
         found,
     };
-    if cout == 0 || w.is_empty() || w.len() % cout != 0 {
+    if cout == 0 || w.is_empty() || !w.len().is_multiple_of(cout) {
         return Err(shape_err(
             "weights length, a positive multiple of cout",
             cout,

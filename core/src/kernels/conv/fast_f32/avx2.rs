@@ -1,4 +1,5 @@
-//! AVX2 + FMA on x86_64, chosen at run time: the one module of the crate with `unsafe`.
+//! AVX2 + FMA on x86_64, chosen at run time: with `avx512.rs`, the crate's only modules
+//! with `unsafe`.
 //!
 //! - Users build without `-C target-cpu=native`, so the default build only knows SSE2.
 //!   [`available`] asks the CPU once (`cpuid`, and `xgetbv` for the operating system's
@@ -84,19 +85,33 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     available() && unsafe { strip_weight::conv2d_backward_weight(g, gy, x, gw) }
 }
 
-/// Winograd's forward pass (`winograd.rs`) whatever the dispatch would choose; `false`
-/// (nothing written) without AVX2 + FMA or for shapes it does not take.
+/// Winograd's forward pass (`winograd.rs`) whatever the dispatch would choose, with
+/// 16-lane products where `wide` and the CPU allow; `false` (nothing written) without
+/// AVX2 + FMA or for shapes it does not take.
 #[cfg(test)]
-pub(crate) fn winograd_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+pub(crate) fn winograd_forward(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    y: &mut [f32],
+    wide: bool,
+) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
-    available() && unsafe { super::winograd::conv2d_forward(g, x, w, b, y) }
+    available() && unsafe { super::winograd::forward(g, x, w, b, y, wide) }
 }
 
 /// Winograd's backward-input pass; `false` as [`winograd_forward`].
 #[cfg(test)]
-pub(crate) fn winograd_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+pub(crate) fn winograd_backward_input(
+    g: &ConvGeom,
+    gy: &[f32],
+    w: &[f32],
+    gx: &mut [f32],
+    wide: bool,
+) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
-    available() && unsafe { super::winograd::conv2d_backward_input(g, gy, w, gx) }
+    available() && unsafe { super::winograd::backward_input(g, gy, w, gx, wide) }
 }
 
 /// The AVX2 + FMA instance of `dw8.rs`'s forward pass; `false` (nothing written) when

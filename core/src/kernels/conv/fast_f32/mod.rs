@@ -10,27 +10,31 @@
 //! - On x86_64 the entry points first try the AVX2 + FMA kernels of `strip.rs`, chosen
 //!   at run time ([`avx2::available`] asks `cpuid` once), so a default build uses them
 //!   on any CPU that has them: stride-1 convolutions as implicit matrix products with
-//!   12 `ymm` accumulators and explicit FMAs. [`avx2`] is the crate's only module with
-//!   `unsafe` (the intrinsics and the call into `#[target_feature]` code).
+//!   12 `ymm` accumulators and explicit FMAs. [`avx2`] and [`avx512`] are the crate's only
+//!   modules with `unsafe` (the intrinsics and the calls into `#[target_feature]`
+//!   code).
 //! - Before the strip kernels, 3x3 "same" convolutions with one input channel per
 //!   group (W1's first layer) take `one.rs` (forward, backward-weight) and
 //!   `one_input.rs` (backward-input): flat positions, read and written in place.
 //! - `winograd.rs`: Winograd F(2x2, 3x3) over 8-sample lanes for 3x3 stride-1
 //!   padding-1 convolutions, forward and backward-input, tried first by the strip
 //!   kernels' entry points for the shapes where it measured faster (`winograd::pays`:
-//!   planes narrower than 8, batches of 8 and more).
+//!   planes narrower than 8, or 16 with AVX-512F, batches of 8 and more); its
+//!   products take 16 lanes where the CPU has AVX-512F ([`avx512`]).
 //! - [`dw8`]: depthwise 3x3 convolutions (strides 1 and 2) vectorised across channels,
 //!   tried first by every entry point; then [`depthwise`]: other strided depthwise
 //!   convolutions on small planes.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
 //!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB, Winograd
-//!   about 143 KiB).
+//!   about 181 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
 //!   cover, and every path is tested against the generic kernels on random shapes
 //!   (`tests.rs`), the AVX2 one whenever the CPU has it.
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod bias8;
 pub mod conv;

@@ -18,12 +18,16 @@
 //! - An input's non-finite value reaches exactly the outputs whose windows hold it
 //!   (`B^T`'s and `A^T`'s zero patterns match the windows), as `inf` or `NaN` where the
 //!   direct kernel may give `inf`.
+//! - With AVX-512F (`avx512.rs`) the products take 16 lanes, two tiles per vector,
+//!   with each lane's arithmetic unchanged: the same results bit for bit.
 //! - Stack only, no heap: transformed weights (`U_WORDS`, 32 KiB), padded transposed
-//!   rows (`X_WORDS`, 40 KiB), transformed inputs of one pass (`V_WORDS`, 33 KiB),
-//!   outputs of one pass (`Y_WORDS`, 32 KiB) and one block's products (6 KiB): about
-//!   143 KiB. Shapes they do not hold are declined (the strip kernels take them).
+//!   rows (`X_WORDS`, 40 KiB), transformed inputs of one pass (`V_WORDS`, 65 KiB, a
+//!   whole tile row of W1's layers), outputs of one pass (`Y_WORDS`, 32 KiB) and one
+//!   block's products (up to 12 KiB): about 181 KiB. Shapes they do not hold are
+//!   declined (the strip kernels take them).
 
 use super::avx2::{fma, load, splat, store, transpose8, F8};
+use super::avx512::{fma16, halves, load16, splat16};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{_mm256_add_ps, _mm256_blendv_ps, _mm256_cmp_ps, _mm256_sub_ps, _CMP_LT_OQ};
@@ -33,7 +37,7 @@ const U_WORDS: usize = 8192;
 /// Words of the transposed padded input rows, `[input channel][ring slot 4][position][8]`.
 const X_WORDS: usize = 10240;
 /// Words of one pass's transformed inputs, `[xi 16][input channel][tile][8]`.
-const V_WORDS: usize = 8448;
+const V_WORDS: usize = 16_640;
 /// Tiles per pass along a tile row.
 const TB_MAX: usize = 8;
 /// Words of one pass's outputs, `[channel][row 2][position][8]`.
@@ -67,7 +71,7 @@ fn sub(a: F8, b: F8) -> F8 {
 
 /// One Winograd convolution: `cout` planes from `cin` planes, both `h x w`.
 #[derive(Clone, Copy, Debug)]
-struct Wino {
+pub(super) struct Wino {
     n: usize,
     cin: usize,
     cout: usize,
@@ -81,6 +85,8 @@ struct Wino {
     /// Tiles per pass and blocks of 4 output channels.
     tb: usize,
     cb: usize,
+    /// Whether the products take 16-lane multiply-adds (AVX-512F available).
+    wide: bool,
 }
 
 impl Wino {
@@ -109,6 +115,7 @@ impl Wino {
             pw,
             tb,
             cb,
+            wide: super::avx512::available(),
         })
     }
 
@@ -171,7 +178,11 @@ impl Wino {
                 while tx0 < self.tw {
                     let nt = self.tb.min(self.tw - tx0);
                     self.input_tiles(&xb, slots, tx0, nt, &mut vb);
-                    self.products(u, &vb, nt, bias.flatten(), &mut yb);
+                    if !(self.wide
+                        && super::avx512::winograd_products(self, u, &vb, nt, bias.flatten(), &mut yb))
+                    {
+                        self.products(u, &vb, nt, bias.flatten(), &mut yb);
+                    }
                     for cb in 0..self.cb {
                         self.transpose_out(&yb, [n0, ns], [ty, tx0, nt], cb, bias.is_none(), out);
                     }
@@ -282,12 +293,7 @@ impl Wino {
                 _ => 3,
             };
             for cb in 0..self.cb {
-                let mut b4 = [0.0f32; 4];
-                if let Some(b) = bias {
-                    for (o, bo) in b4.iter_mut().enumerate() {
-                        *bo = b.get(4 * cb + o).copied().unwrap_or(0.0);
-                    }
-                }
+                let b4 = bias4(bias, cb);
                 match t {
                     3 => self.block::<3>(u, vb, cb, [nt, t0], b4, yb),
                     2 => self.block::<2>(u, vb, cb, [nt, t0], b4, yb),
@@ -336,11 +342,99 @@ impl Wino {
                 }
             }
         }
+        self.untransform(&m, cb, [t0, T], bias, yb);
+    }
+
+    /// [`Wino::products`] with 16-lane multiply-adds: a vector holds two adjacent
+    /// tiles (their 8 samples each), so each product is the 8-lane one, in the same
+    /// order. Blocks of up to 8 tiles; an odd count reads one tile more (the next
+    /// channel's first, or the padding after the last), whose products are dropped.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) fn products_wide(
+        &self,
+        u: &[f32],
+        vb: &[f32],
+        nt: usize,
+        bias: Option<&[f32]>,
+        yb: &mut [f32],
+    ) {
+        let mut t0 = 0;
+        while t0 < nt {
+            let t = (nt - t0).min(8);
+            for cb in 0..self.cb {
+                let b4 = bias4(bias, cb);
+                let at = [nt, t0, t];
+                match t.div_ceil(2) {
+                    4 => self.block_wide::<8, 4>(u, vb, cb, at, b4, yb),
+                    3 => self.block_wide::<6, 3>(u, vb, cb, at, b4, yb),
+                    2 => self.block_wide::<4, 2>(u, vb, cb, at, b4, yb),
+                    _ => self.block_wide::<2, 1>(u, vb, cb, at, b4, yb),
+                }
+            }
+            t0 += t;
+        }
+    }
+
+    /// [`Wino::block`] of `T = 2 P` tiles, `P` 16-lane vectors per channel, of which
+    /// the first `count` are kept.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn block_wide<const T: usize, const P: usize>(
+        &self,
+        u: &[f32],
+        vb: &[f32],
+        cb: usize,
+        [nt, t0, count]: [usize; 3],
+        bias: [f32; 4],
+        yb: &mut [f32],
+    ) {
+        let xs = self.v_stride(nt);
+        let mut m = [[[splat(0.0); 16]; T]; 4];
+        for xi in 0..16 {
+            let ux = &u[(xi * self.cb + cb) * self.cin * 4..][..self.cin * 4];
+            let vx = &vb[xi * xs..][..xs];
+            let mut acc = [[splat16(0.0); P]; 4];
+            for (ci, uw) in ux.chunks_exact(4).enumerate() {
+                let vr = &vx[(ci * nt + t0) * 8..][..T * 8];
+                let mut v = [splat16(0.0); P];
+                for (p, vp) in v.iter_mut().enumerate() {
+                    *vp = load16(&vr[16 * p..]);
+                }
+                for (a, &uo) in acc.iter_mut().zip(uw) {
+                    let s = splat16(uo);
+                    for (ap, &vp) in a.iter_mut().zip(&v) {
+                        *ap = fma16(s, vp, *ap);
+                    }
+                }
+            }
+            for (mo, ao) in m.iter_mut().zip(&acc) {
+                for (p, &a) in ao.iter().enumerate() {
+                    let [lo, hi] = halves(a);
+                    mo[2 * p][xi] = lo;
+                    mo[2 * p + 1][xi] = hi;
+                }
+            }
+        }
+        self.untransform(&m, cb, [t0, count], bias, yb);
+    }
+
+    /// `A^T M A + bias` of the first `count` of the `T` tiles from `t0` and 4 output
+    /// channels from `4 cb`, `m[o][j][xi]`, into `yb`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn untransform<const T: usize>(
+        &self,
+        m: &[[[F8; 16]; T]; 4],
+        cb: usize,
+        [t0, count]: [usize; 2],
+        bias: [f32; 4],
+        yb: &mut [f32],
+    ) {
         // `A^T M A`: rows m0 + m1 + m2 and m1 - m2 - m3, then the same along each row.
         let row = 2 * self.tb * 8;
-        for (o, (&bo, mo)) in bias.iter().zip(&m).enumerate().take(self.cout - 4 * cb) {
+        for (o, (&bo, mo)) in bias.iter().zip(m).enumerate().take(self.cout - 4 * cb) {
             let b = splat(bo);
-            for (j, mj) in mo.iter().enumerate() {
+            for (j, mj) in mo.iter().enumerate().take(count) {
                 let mut s = [[splat(0.0); 4]; 2];
                 for c in 0..4 {
                     s[0][c] = add(add(mj[c], mj[4 + c]), mj[8 + c]);
@@ -426,6 +520,18 @@ impl Wino {
     }
 }
 
+/// Bias words of output channels `4 cb..4 cb + 4` (zero past the last channel or
+/// without a bias).
+fn bias4(bias: Option<&[f32]>, cb: usize) -> [f32; 4] {
+    let mut b4 = [0.0f32; 4];
+    if let Some(b) = bias {
+        for (o, bo) in b4.iter_mut().enumerate() {
+            *bo = b.get(4 * cb + o).copied().unwrap_or(0.0);
+        }
+    }
+    b4
+}
+
 /// The Winograd geometry of `g` (`cin` and `cout` as the pass reads and writes them),
 /// `None` if `g` is not a 3x3 stride-1 padding-1 convolution the buffers hold.
 fn geometry(g: &ConvGeom, forward: bool) -> Option<Wino> {
@@ -448,9 +554,23 @@ fn geometry(g: &ConvGeom, forward: bool) -> Option<Wino> {
 /// `y = conv(x, w) + b`; `false` (nothing written) for shapes this file does not take.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
-    let Some(wg) = geometry(g, true) else {
+    forward(g, x, w, b, y, super::avx512::available())
+}
+
+/// [`conv2d_forward`], with 16-lane products where `wide` and the CPU allow.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn forward(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    y: &mut [f32],
+    wide: bool,
+) -> bool {
+    let Some(mut wg) = geometry(g, true) else {
         return false;
     };
+    wg.wide &= wide;
     let mut u = [0.0f32; U_WORDS];
     wg.weights(&mut u, |co, ci, t| w[(co * g.c_in + ci) * 9 + t]);
     wg.run(x, &u, y, Some(b));
@@ -461,9 +581,16 @@ pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
 /// channel axes are swapped; `false` as [`conv2d_forward`].
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
-    let Some(wg) = geometry(g, false) else {
+    backward_input(g, gy, w, gx, super::avx512::available())
+}
+
+/// [`conv2d_backward_input`], with 16-lane products where `wide` and the CPU allow.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32], wide: bool) -> bool {
+    let Some(mut wg) = geometry(g, false) else {
         return false;
     };
+    wg.wide &= wide;
     let mut u = [0.0f32; U_WORDS];
     // Output channel `co` of this pass is input channel `co` of the convolution.
     wg.weights(&mut u, |co, ci, t| w[(ci * g.c_in + co) * 9 + 8 - t]);
@@ -472,10 +599,12 @@ pub(super) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mu
 }
 
 /// Whether the dispatch routes `g` here: batches that fill most of the 8 sample lanes,
-/// at least 8 channels in and out, and planes narrower than 8 (measured on W1's
-/// layers at batch 32, `bench --kernels`: faster than the strip kernels on conv3's 7x7
-/// planes, whose rows leave lanes of the strip tiles idle; slower on conv2's 14x14).
+/// at least 8 channels in and out, and planes narrower than 8, or than 16 where the
+/// products take 16 lanes (measured on W1's layers at batch 32, `bench --kernels`:
+/// faster than the strip kernels on conv3's 7x7 planes, whose rows leave lanes of the
+/// strip tiles idle; on conv2's 14x14 slower with AVX2 only, faster with AVX-512F).
 pub(super) fn pays(g: &ConvGeom) -> bool {
     let lanes = 8 * g.n.div_ceil(8);
-    g.w < 8 && g.n >= 8 && 4 * g.n >= 3 * lanes && g.c_in >= 8 && g.c_out >= 8
+    let narrow = g.w < 8 || (g.w < 16 && super::avx512::available());
+    narrow && g.n >= 8 && 4 * g.n >= 3 * lanes && g.c_in >= 8 && g.c_out >= 8
 }

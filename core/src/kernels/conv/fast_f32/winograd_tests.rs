@@ -40,15 +40,22 @@ fn compare(rng: &mut Rng, g: &ConvGeom) -> [f32; 2] {
     let gy = random(rng, g.n * g.c_out * g.oh * g.ow);
     let gx0 = random(rng, x.len());
 
-    let b = (g.c_out % 2 == 0).then_some(&b[..]);
+    let b = g.c_out.is_multiple_of(2).then_some(&b[..]);
     let mut want = vec![0.0; gy.len()];
     generic::conv2d_forward(g, &x, &w, b, &mut want);
     let mut scale = vec![0.0; gy.len()];
     let b_abs = b.map(abs);
     generic::conv2d_forward(g, &abs(&x), &abs(&w), b_abs.as_deref(), &mut scale);
     let mut got = vec![f32::NAN; gy.len()];
-    assert!(super::avx2::winograd_forward(g, &x, &w, b, &mut got), "{g:?}");
+    assert!(
+        super::avx2::winograd_forward(g, &x, &w, b, &mut got, true),
+        "{g:?}"
+    );
     let fwd = worst(&got, &want, &scale);
+    // 16-lane products (where the CPU has them) give the 8-lane ones bit for bit.
+    let mut narrow = vec![f32::NAN; gy.len()];
+    assert!(super::avx2::winograd_forward(g, &x, &w, b, &mut narrow, false));
+    assert_eq!(got, narrow, "{g:?}");
 
     let mut want = gx0.clone();
     generic::conv2d_backward_input(g, &gy, &w, &mut want);
@@ -56,10 +63,19 @@ fn compare(rng: &mut Rng, g: &ConvGeom) -> [f32; 2] {
     generic::conv2d_backward_input(g, &abs(&gy), &abs(&w), &mut scale);
     let mut got = gx0.clone();
     assert!(
-        super::avx2::winograd_backward_input(g, &gy, &w, &mut got),
+        super::avx2::winograd_backward_input(g, &gy, &w, &mut got, true),
         "{g:?}"
     );
     let bwd = worst(&got, &want, &scale);
+    let mut narrow = gx0.clone();
+    assert!(super::avx2::winograd_backward_input(
+        g,
+        &gy,
+        &w,
+        &mut narrow,
+        false
+    ));
+    assert_eq!(got, narrow, "{g:?}");
     [fwd, bwd]
 }
 
@@ -102,7 +118,8 @@ fn winograd_matches_generic_within_the_bound() {
 }
 
 /// W1's conv3 at batch 32 goes through Winograd in the dispatch (bit for bit the
-/// Winograd kernel); conv2, batch 1 and too few channels keep the strip kernels.
+/// Winograd kernel), and conv2 with AVX-512F; batch 1, too few channels and planes 16
+/// wide keep the strip kernels.
 #[test]
 fn dispatch_routes_only_the_measured_shapes() {
     if !avx2() {
@@ -111,8 +128,11 @@ fn dispatch_routes_only_the_measured_shapes() {
     let g3 = |n, c_in, c_out, hw| geom(n, c_in, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
     let conv3 = g3(32, 16, 32, [7, 7]);
     assert!(winograd::pays(&conv3));
+    let conv2 = g3(32, 8, 16, [14, 14]);
+    let wide = std::is_x86_feature_detected!("avx512f");
+    assert_eq!(winograd::pays(&conv2), wide);
     for g in [
-        g3(32, 8, 16, [14, 14]),
+        g3(32, 8, 16, [16, 16]),
         g3(1, 16, 32, [7, 7]),
         g3(9, 16, 32, [7, 7]),
         g3(32, 4, 32, [7, 7]),
@@ -125,11 +145,11 @@ fn dispatch_routes_only_the_measured_shapes() {
     let w = random(&mut rng, g.c_out * g.c_in * 9);
     let gy = random(&mut rng, g.n * g.c_out * g.oh * g.ow);
     let (mut y0, mut y1) = (vec![0.0; gy.len()], vec![1.0; gy.len()]);
-    assert!(super::avx2::winograd_forward(&g, &x, &w, None, &mut y0));
+    assert!(super::avx2::winograd_forward(&g, &x, &w, None, &mut y0, true));
     super::conv::conv2d_forward(&g, &x, &w, None, &mut y1);
     assert_eq!(y0, y1);
     let (mut gx0, mut gx1) = (x.clone(), x.clone());
-    assert!(super::avx2::winograd_backward_input(&g, &gy, &w, &mut gx0));
+    assert!(super::avx2::winograd_backward_input(&g, &gy, &w, &mut gx0, true));
     super::conv::conv2d_backward_input(&g, &gy, &w, &mut gx1);
     assert_eq!(gx0, gx1);
 }
@@ -157,11 +177,14 @@ fn declined_shapes_write_nothing() {
         let w = random(&mut rng, g.c_out * g.c_in / groups * k[0] * k[1]);
         let y0 = random(&mut rng, g.n * g.c_out * g.oh * g.ow);
         let mut y = y0.clone();
-        assert!(!super::avx2::winograd_forward(&g, &x, &w, None, &mut y), "{g:?}");
+        assert!(
+            !super::avx2::winograd_forward(&g, &x, &w, None, &mut y, true),
+            "{g:?}"
+        );
         assert_eq!(y, y0);
         let mut gx = x.clone();
         assert!(
-            !super::avx2::winograd_backward_input(&g, &y0, &w, &mut gx),
+            !super::avx2::winograd_backward_input(&g, &y0, &w, &mut gx, true),
             "{g:?}"
         );
         assert_eq!(gx, x);
@@ -196,12 +219,12 @@ fn non_finite_inputs_reach_the_outputs_the_direct_convolution_reaches() {
         let finite = |v: &[f32]| v.iter().map(|f| f.is_finite()).collect::<Vec<_>>();
         let (mut y0, mut y1) = (vec![0.0; gy.len()], vec![0.0; gy.len()]);
         generic::conv2d_forward(&g, &x, &w, None, &mut y0);
-        assert!(super::avx2::winograd_forward(&g, &x, &w, None, &mut y1));
+        assert!(super::avx2::winograd_forward(&g, &x, &w, None, &mut y1, true));
         assert_eq!(finite(&y1), finite(&y0), "{g:?}");
         assert!(y0.iter().any(|v| !v.is_finite()));
         let (mut gx0, mut gx1) = (vec![0.0; x.len()], vec![0.0; x.len()]);
         generic::conv2d_backward_input(&g, &gy, &w, &mut gx0);
-        assert!(super::avx2::winograd_backward_input(&g, &gy, &w, &mut gx1));
+        assert!(super::avx2::winograd_backward_input(&g, &gy, &w, &mut gx1, true));
         assert_eq!(finite(&gx1), finite(&gx0), "{g:?}");
     }
 }

@@ -9,11 +9,12 @@
 //!   same order), so results are bit for bit those of the 8-lane code.
 #![allow(unsafe_code)]
 
-use super::avx2::F8;
+use super::pw16;
 use super::winograd::Wino;
+use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{
-    __cpuid_count, __m512, _mm256_castpd_ps, _mm512_castps512_ps256, _mm512_castps_pd,
-    _mm512_extractf64x4_pd, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps, _xgetbv,
+    __cpuid_count, __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
+    _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_shuffle_f32x4, _mm512_storeu_ps, _mm512_sub_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -62,6 +63,36 @@ pub(crate) fn load16(s: &[f32]) -> F16 {
     F16(unsafe { _mm512_loadu_ps(s.as_ptr()) })
 }
 
+/// The first `n` words of `s` (at most 16, panics if `s` is shorter), zeros after.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn load16_first(s: &[f32], n: usize) -> F16 {
+    let s = &s[..n.min(16)];
+    let mask = ((1u32 << s.len()) - 1) as u16;
+    // SAFETY: the mask selects `s.len()` lanes, all readable; masked lanes are not read.
+    F16(unsafe { _mm512_maskz_loadu_ps(mask, s.as_ptr()) })
+}
+
+/// `v` into the 16 words at the start of `d` (panics if shorter, like indexing).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn store16(v: F16, d: &mut [f32]) {
+    let d = &mut d[..16];
+    // SAFETY: `d` is 16 writable words (checked above); `storeu` needs no alignment.
+    unsafe { _mm512_storeu_ps(d.as_mut_ptr(), v.0) }
+}
+
+/// The first `n` lanes of `v` (at most 16) into the start of `d`; the rest of `d`
+/// untouched.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn store16_first(v: F16, d: &mut [f32], n: usize) {
+    let d = &mut d[..n.min(16)];
+    let mask = ((1u32 << d.len()) - 1) as u16;
+    // SAFETY: the mask selects `d.len()` lanes, all writable; masked lanes are not written.
+    unsafe { _mm512_mask_storeu_ps(d.as_mut_ptr(), mask, v.0) }
+}
+
 /// `v` in every lane.
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -76,12 +107,32 @@ pub(crate) fn fma16(a: F16, b: F16, c: F16) -> F16 {
     F16(_mm512_fmadd_ps(a.0, b.0, c.0))
 }
 
-/// Lanes 0-7 and 8-15 as two 8-lane vectors.
+/// `a + b`, lane by lane.
 #[target_feature(enable = "avx512f")]
 #[inline]
-pub(crate) fn halves(v: F16) -> [F8; 2] {
-    let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v.0));
-    [F8(_mm512_castps512_ps256(v.0)), F8(_mm256_castpd_ps(hi))]
+pub(crate) fn add16(a: F16, b: F16) -> F16 {
+    F16(_mm512_add_ps(a.0, b.0))
+}
+
+/// `a - b`, lane by lane.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn sub16(a: F16, b: F16) -> F16 {
+    F16(_mm512_sub_ps(a.0, b.0))
+}
+
+/// Lanes 0-7 of `a`, then lanes 0-7 of `b`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn low_halves(a: F16, b: F16) -> F16 {
+    F16(_mm512_shuffle_f32x4::<0x44>(a.0, b.0))
+}
+
+/// Lanes 8-15 of `a`, then lanes 8-15 of `b`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn high_halves(a: F16, b: F16) -> F16 {
+    F16(_mm512_shuffle_f32x4::<0xEE>(a.0, b.0))
 }
 
 /// Winograd's products of one pass with 16-lane multiply-adds ([`Wino::products_wide`]);
@@ -99,4 +150,23 @@ pub(super) fn winograd_products(
         unsafe { w.products_wide(u, vb, nt, bias, yb) };
         true
     }
+}
+
+/// `y = conv(x, w) + b` for 1x1 stride-1 convolutions without padding (`pw16.rs`);
+/// `false` (nothing written) for other shapes or without AVX-512F.
+pub(crate) fn pointwise_forward(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    y: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { pw16::forward(g, x, w, b, y) }
+}
+
+/// `gx += conv_transpose(gy, w)` for the shapes of [`pointwise_forward`]; `false` as it.
+pub(crate) fn pointwise_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { pw16::backward_input(g, gy, w, gx) }
 }

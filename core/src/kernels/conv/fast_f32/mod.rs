@@ -53,6 +53,8 @@ pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod pool8;
 #[cfg(target_arch = "x86_64")]
+mod pw16;
+#[cfg(target_arch = "x86_64")]
 mod rows;
 #[cfg(target_arch = "x86_64")]
 mod strip;

@@ -360,6 +360,9 @@ pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
     if super::one::conv2d_forward(g, x, w, b, y) {
         return true;
     }
+    if super::avx512::pointwise_forward(g, x, w, b, y) {
+        return true;
+    }
     if super::winograd::pays(g) && super::winograd::conv2d_forward(g, x, w, b, y) {
         return true;
     }
@@ -389,6 +392,9 @@ pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
     if super::one_input::conv2d_backward_input(g, gy, w, gx) {
+        return true;
+    }
+    if super::avx512::pointwise_backward_input(g, gy, w, gx) {
         return true;
     }
     if super::winograd::pays(g) && super::winograd::conv2d_backward_input(g, gy, w, gx) {

@@ -27,7 +27,7 @@
 //!   declined (the strip kernels take them).
 
 use super::avx2::{fma, load, splat, store, transpose8, F8};
-use super::avx512::{fma16, halves, load16, splat16};
+use super::avx512::{add16, fma16, high_halves, load16, low_halves, splat16, store16, sub16};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{_mm256_add_ps, _mm256_blendv_ps, _mm256_cmp_ps, _mm256_sub_ps, _CMP_LT_OQ};
@@ -389,7 +389,8 @@ impl Wino {
         yb: &mut [f32],
     ) {
         let xs = self.v_stride(nt);
-        let mut m = [[[splat(0.0); 16]; T]; 4];
+        // `m[o][p][xi]`: channel `o`, tiles `2p` and `2p + 1`.
+        let mut m = [[[splat16(0.0); 16]; P]; 4];
         for xi in 0..16 {
             let ux = &u[(xi * self.cb + cb) * self.cin * 4..][..self.cin * 4];
             let vx = &vb[xi * xs..][..xs];
@@ -408,14 +409,33 @@ impl Wino {
                 }
             }
             for (mo, ao) in m.iter_mut().zip(&acc) {
-                for (p, &a) in ao.iter().enumerate() {
-                    let [lo, hi] = halves(a);
-                    mo[2 * p][xi] = lo;
-                    mo[2 * p + 1][xi] = hi;
+                for (mp, &a) in mo.iter_mut().zip(ao) {
+                    mp[xi] = a;
                 }
             }
         }
-        self.untransform(&m, cb, [t0, count], bias, yb);
+        // `A^T M A` as in [`Wino::untransform`], two tiles per vector.
+        let row = 2 * self.tb * 8;
+        for (o, (&bo, mo)) in bias.iter().zip(&m).enumerate().take(self.cout - 4 * cb) {
+            let b = splat16(bo);
+            for (p, mp) in mo.iter().enumerate().take(count.div_ceil(2)) {
+                let mut s = [[splat16(0.0); 4]; 2];
+                for c in 0..4 {
+                    s[0][c] = add16(add16(mp[c], mp[4 + c]), mp[8 + c]);
+                    s[1][c] = sub16(sub16(mp[4 + c], mp[8 + c]), mp[12 + c]);
+                }
+                for (r, sr) in s.iter().enumerate() {
+                    let y0 = add16(add16(add16(sr[0], sr[1]), sr[2]), b);
+                    let y1 = add16(sub16(sub16(sr[1], sr[2]), sr[3]), b);
+                    // Tile `2p` then `2p + 1`, each its two positions.
+                    let at = ((4 * cb + o) * 2 + r) * row + 2 * (t0 + 2 * p) * 8;
+                    store16(low_halves(y0, y1), &mut yb[at..]);
+                    if 2 * p + 1 < count {
+                        store16(high_halves(y0, y1), &mut yb[at + 16..]);
+                    }
+                }
+            }
+        }
     }
 
     /// `A^T M A + bias` of the first `count` of the `T` tiles from `t0` and 4 output

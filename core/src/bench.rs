@@ -57,3 +57,10 @@ pub mod portable {
 pub fn avx2_available() -> bool {
     crate::kernels::conv::fast_f32::avx2::available()
 }
+
+/// Whether this CPU also runs the AVX-512F paths (Winograd's products, 1x1
+/// convolutions; asks `cpuid` once).
+#[cfg(target_arch = "x86_64")]
+pub fn avx512_available() -> bool {
+    crate::kernels::conv::fast_f32::avx512::available()
+}

@@ -26,9 +26,10 @@
 //!   PyTorch runs each case in NCHW and in channels_last and the faster layout counts.
 //! - Kernel figures: GFLOP/s counts 2 FLOP per multiply-accumulate of the dense
 //!   convolution (padding taps included, as PyTorch's profilers count). The peak is
-//!   measured by a loop of independent multiply-adds compiled with the same flags
-//!   (this build's SIMD width), and the nominal peak is the clock from /proc/cpuinfo
-//!   times 32 FLOP/cycle (two 256-bit FMA pipes) when the CPU has AVX2 and FMA.
+//!   measured by a loop of independent multiply-adds of the widest instructions the
+//!   kernels dispatch to (AVX-512F, AVX2 + FMA, or this build's SIMD), and the
+//!   nominal peak is the clock from /proc/cpuinfo times 32 FLOP/cycle (two 256-bit
+//!   FMA pipes) when the CPU has AVX2 and FMA.
 
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -408,15 +409,43 @@ fn mobile_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
     ]
 }
 
-/// The attainable peak of the kernels this run uses: the FMA loop below when the
-/// kernels dispatch to AVX2 + FMA at run time, else this build's multiply-add loop.
-fn measured_peak_gflops() -> f64 {
+/// The attainable peak of the widest instructions the kernels use in this run, and
+/// their name: the 16-lane FMA loop when some dispatch to AVX-512F at run time, the
+/// 8-lane one for AVX2 + FMA, else this build's multiply-add loop.
+fn measured_peak_gflops() -> (f64, &'static str) {
+    #[cfg(target_arch = "x86_64")]
+    if torchlet::bench::avx512_available() {
+        // SAFETY: `avx512_available` checked that the CPU and the OS support AVX-512F.
+        return (unsafe { fma16_peak_gflops() }, "AVX-512F");
+    }
     #[cfg(target_arch = "x86_64")]
     if torchlet::bench::avx2_available() {
         // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
-        return unsafe { fma_peak_gflops() };
+        return (unsafe { fma_peak_gflops() }, "AVX2 + FMA");
     }
-    mul_add_peak_gflops()
+    (mul_add_peak_gflops(), "this build's SIMD")
+}
+
+/// GFLOP/s of 16 independent 16-lane FMA chains; the best of many short blocks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn fma16_peak_gflops() -> f64 {
+    use std::arch::x86_64::{_mm512_fmadd_ps, _mm512_set1_ps};
+    let (m, c) = (_mm512_set1_ps(black_box(0.999)), _mm512_set1_ps(black_box(1e-3)));
+    let iters = 20_000usize;
+    let mut best = 0.0f64;
+    for _ in 0..300 {
+        let mut acc = [_mm512_set1_ps(black_box(0.5)); 16];
+        let t = Instant::now();
+        for _ in 0..iters {
+            for a in acc.iter_mut() {
+                *a = _mm512_fmadd_ps(*a, m, c);
+            }
+        }
+        black_box(&acc);
+        best = best.max((iters * 16 * 16 * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
 }
 
 /// GFLOP/s of 12 independent 8-lane FMA chains (two FMA pipes x a latency of 4-5
@@ -619,16 +648,20 @@ fn main() {
     let dispatch = torchlet::bench::avx2_available();
     #[cfg(not(target_arch = "x86_64"))]
     let dispatch = false;
-    let kernels = if dispatch {
-        "AVX2+FMA (chosen at run time)"
-    } else {
-        "this build's SIMD"
+    #[cfg(target_arch = "x86_64")]
+    let dispatch512 = torchlet::bench::avx512_available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let dispatch512 = false;
+    let kernels = match (dispatch, dispatch512) {
+        (true, true) => "AVX2+FMA, AVX-512F where it pays (chosen at run time)",
+        (true, false) => "AVX2+FMA (chosen at run time)",
+        _ => "this build's SIMD",
     };
     let mut out = Out::default();
     out.line(format!(
         "machine: {model}, {ghz:.3} GHz, 1 thread; build SIMD: {simd}; conv kernels: {kernels}"
     ));
-    let peak = measured_peak_gflops();
+    let (peak, isa) = measured_peak_gflops();
     let nominal = if wide {
         format!(
             "; nominal {:.1} GFLOP/s ({ghz:.2} GHz x 32 FLOP/cycle, AVX2 FMA x2)",
@@ -638,7 +671,7 @@ fn main() {
         String::new()
     };
     out.line(format!(
-        "peak: measured {peak:.1} GFLOP/s (independent multiply-adds of the kernels' instruction set){nominal}"
+        "peak: measured {peak:.1} GFLOP/s (independent multiply-adds of the widest instructions the kernels use, {isa}){nominal}"
     ));
 
     // ours[net][case] and theirs[net][case]: one (train, infer) per round.

@@ -9,6 +9,7 @@
 //!   same order), so results are bit for bit those of the 8-lane code.
 #![allow(unsafe_code)]
 
+use super::one::Fwd;
 use super::pw16;
 use super::winograd::Wino;
 use crate::kernels::conv::ConvGeom;
@@ -169,4 +170,11 @@ pub(crate) fn pointwise_forward(
 pub(crate) fn pointwise_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { pw16::backward_input(g, gy, w, gx) }
+}
+
+/// `one.rs`'s forward over one sample and block of `B` channels with 16-lane vectors
+/// (`one16.rs`); `false` (nothing written) without AVX-512F or for planes under 16.
+pub(super) fn one_forward_plane<const B: usize>(t: &Fwd, dst: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { t.plane16::<B>(dst) }
 }

@@ -48,6 +48,8 @@ mod norm8;
 #[cfg(target_arch = "x86_64")]
 mod one;
 #[cfg(target_arch = "x86_64")]
+mod one16;
+#[cfg(target_arch = "x86_64")]
 mod one_input;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]

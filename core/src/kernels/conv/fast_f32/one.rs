@@ -28,7 +28,7 @@ use crate::kernels::conv::ConvGeom;
 /// Words of the stack buffer holding the three copies of an input plane (24 KiB).
 const X_WORDS: usize = 6144;
 /// Output channels per tile.
-const NB: usize = 4;
+pub(super) const NB: usize = 4;
 /// Output channels whose lane sums one backward-weight pass keeps (9 KiB).
 const OC_CHUNK: usize = 32;
 
@@ -162,21 +162,24 @@ pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
 }
 
 /// Forward tiles of one block of output channels over one sample.
-struct Fwd<'a> {
-    hw: usize,
-    buf: &'a [f32],
+pub(super) struct Fwd<'a> {
+    pub(super) hw: usize,
+    pub(super) buf: &'a [f32],
     /// Tap offsets ([`Flat::off`]) and `[tap][channel]` weights: slices whose length
     /// the tile does not know at compile time, so that it keeps its loop over taps
     /// (unrolled, LLVM reorders the products channel by channel and spills the loads).
-    offs: &'a [usize],
-    wk: &'a [[f32; NB]],
-    bias: &'a [f32; NB],
+    pub(super) offs: &'a [usize],
+    pub(super) wk: &'a [[f32; NB]],
+    pub(super) bias: &'a [f32; NB],
 }
 
 impl Fwd<'_> {
     /// Every output of `B` channels (planes `h * w` apart in `dst`).
     #[target_feature(enable = "avx2,fma")]
     fn plane<const B: usize>(&self, dst: &mut [f32]) {
+        if super::avx512::one_forward_plane::<B>(self, dst) {
+            return;
+        }
         let hw = self.hw;
         let mut p = 0;
         while hw - p >= 24 {

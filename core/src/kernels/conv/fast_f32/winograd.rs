@@ -361,48 +361,62 @@ impl Wino {
         let mut t0 = 0;
         while t0 < nt {
             let t = (nt - t0).min(8);
-            for cb in 0..self.cb {
-                let b4 = bias4(bias, cb);
-                let at = [nt, t0, t];
-                match t.div_ceil(2) {
-                    4 => self.block_wide::<8, 4>(u, vb, cb, at, b4, yb),
-                    3 => self.block_wide::<6, 3>(u, vb, cb, at, b4, yb),
-                    2 => self.block_wide::<4, 2>(u, vb, cb, at, b4, yb),
-                    _ => self.block_wide::<2, 1>(u, vb, cb, at, b4, yb),
+            let at = [nt, t0, t];
+            let mut cb = 0;
+            while cb < self.cb {
+                // Short blocks of tiles take 8 channels (16 accumulators), long ones 4.
+                if t <= 4 && cb + 1 < self.cb {
+                    let b8 = bias8(bias, cb);
+                    match t.div_ceil(2) {
+                        2 => self.block_wide::<4, 2, 8>(u, vb, cb, at, b8, yb),
+                        _ => self.block_wide::<2, 1, 8>(u, vb, cb, at, b8, yb),
+                    }
+                    cb += 2;
+                    continue;
                 }
+                let b4 = bias4(bias, cb);
+                match t.div_ceil(2) {
+                    4 => self.block_wide::<8, 4, 4>(u, vb, cb, at, b4, yb),
+                    3 => self.block_wide::<6, 3, 4>(u, vb, cb, at, b4, yb),
+                    2 => self.block_wide::<4, 2, 4>(u, vb, cb, at, b4, yb),
+                    _ => self.block_wide::<2, 1, 4>(u, vb, cb, at, b4, yb),
+                }
+                cb += 1;
             }
             t0 += t;
         }
     }
 
     /// [`Wino::block`] of `T = 2 P` tiles, `P` 16-lane vectors per channel, of which
-    /// the first `count` are kept.
+    /// the first `count` are kept, and `C` (4 or 8) output channels from `4 cb`.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
-    fn block_wide<const T: usize, const P: usize>(
+    fn block_wide<const T: usize, const P: usize, const C: usize>(
         &self,
         u: &[f32],
         vb: &[f32],
         cb: usize,
         [nt, t0, count]: [usize; 3],
-        bias: [f32; 4],
+        bias: [f32; C],
         yb: &mut [f32],
     ) {
         let xs = self.v_stride(nt);
+        let cw = self.cin * 4;
         // `m[o][p][xi]`: channel `o`, tiles `2p` and `2p + 1`.
-        let mut m = [[[splat16(0.0); 16]; P]; 4];
+        let mut m = [[[splat16(0.0); 16]; P]; C];
         for xi in 0..16 {
-            let ux = &u[(xi * self.cb + cb) * self.cin * 4..][..self.cin * 4];
+            // The weights of channels `4 cb..` and, for 8, `4 cb + 4..`.
+            let ux = &u[(xi * self.cb + cb) * cw..][..cw * C / 4];
             let vx = &vb[xi * xs..][..xs];
-            let mut acc = [[splat16(0.0); P]; 4];
-            for (ci, uw) in ux.chunks_exact(4).enumerate() {
+            let mut acc = [[splat16(0.0); P]; C];
+            for ci in 0..self.cin {
                 let vr = &vx[(ci * nt + t0) * 8..][..T * 8];
                 let mut v = [splat16(0.0); P];
                 for (p, vp) in v.iter_mut().enumerate() {
                     *vp = load16(&vr[16 * p..]);
                 }
-                for (a, &uo) in acc.iter_mut().zip(uw) {
-                    let s = splat16(uo);
+                for (o, a) in acc.iter_mut().enumerate() {
+                    let s = splat16(ux[(o / 4) * cw + ci * 4 + o % 4]);
                     for (ap, &vp) in a.iter_mut().zip(&v) {
                         *ap = fma16(s, vp, *ap);
                     }
@@ -550,6 +564,12 @@ fn bias4(bias: Option<&[f32]>, cb: usize) -> [f32; 4] {
         }
     }
     b4
+}
+
+/// [`bias4`] of blocks `cb` and `cb + 1`.
+fn bias8(bias: Option<&[f32]>, cb: usize) -> [f32; 8] {
+    let (a, b) = (bias4(bias, cb), bias4(bias, cb + 1));
+    [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
 }
 
 /// The Winograd geometry of `g` (`cin` and `cout` as the pass reads and writes them),

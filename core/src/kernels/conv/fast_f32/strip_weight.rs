@@ -21,6 +21,16 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
     if super::one::conv2d_backward_weight(g, gy, x, gw) {
         return true;
     }
+    if super::winograd_weight::pays(g) && super::winograd_weight::conv2d_backward_weight(g, gy, x, gw) {
+        return true;
+    }
+    strip_backward_weight(g, gy, x, gw)
+}
+
+/// The strip kernels' `gw += correlate(gy, x)` for stride 1 (the dispatch's last
+/// choice); `false` (nothing written) for other shapes.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn strip_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
     if g.stride != [1, 1] {
         return false;
     }
@@ -106,7 +116,14 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
 /// reads past it, into the next row or plane, and stores only the row's positions),
 /// the rest one word at a time.
 #[target_feature(enable = "avx2,fma")]
-fn transpose_gy(gy: &[f32], cout: usize, out: [usize; 2], row: usize, ocp: usize, gyt: &mut [f32]) {
+pub(super) fn transpose_gy(
+    gy: &[f32],
+    cout: usize,
+    out: [usize; 2],
+    row: usize,
+    ocp: usize,
+    gyt: &mut [f32],
+) {
     let [oh, ow] = out;
     let op = oh * ow;
     let whole = cout / 8 * 8;

@@ -116,14 +116,7 @@ pub(super) fn strip_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mu
 /// reads past it, into the next row or plane, and stores only the row's positions),
 /// the rest one word at a time.
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn transpose_gy(
-    gy: &[f32],
-    cout: usize,
-    out: [usize; 2],
-    row: usize,
-    ocp: usize,
-    gyt: &mut [f32],
-) {
+fn transpose_gy(gy: &[f32], cout: usize, out: [usize; 2], row: usize, ocp: usize, gyt: &mut [f32]) {
     let [oh, ow] = out;
     let op = oh * ow;
     let whole = cout / 8 * 8;

@@ -7,7 +7,7 @@
 //!   (B^T d B)[ci]` (`d` the 4x4 zero-padded input patch of the tile, `gy` its 2x2
 //!   block of the output gradient, zero past the plane).
 //! - Lanes are channels, not samples: both planes of a sample are transposed to
-//!   `[position][channel]` (`strip_weight::transpose_gy`), so the transforms are vector
+//!   `[position][channel]` (`transpose8`), so the transforms are vector
 //!   additions and `M[xi][ci][co]` is a product over (sample, tile) of `W` vectors (8
 //!   output channels) with broadcast `V` words: `R` input channels x `2` vectors in
 //!   registers, 8 loads per 12 FMAs, no horizontal sums, and `M` stays as small as the
@@ -24,8 +24,8 @@
 //!   (`VW_WORDS`, 80 KiB) and `M` (`M_WORDS`, 32 KiB): 144 KiB. Shapes they do not
 //!   hold are declined.
 
-use super::avx2::{fma, load, splat, store, F8};
-use super::strip_weight::transpose_gy;
+use super::avx2::{fma, load, splat, store, transpose8, F8};
+use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{_mm256_add_ps, _mm256_sub_ps};
 
@@ -141,13 +141,13 @@ impl WinoWeight {
                     let c0 = 8 * c8;
                     let at = (n * self.cin + c0) * ip;
                     let cs = 8.min(self.cin - c0);
-                    transpose_gy(&x[at..], cs, [self.h, self.w], pw, 8, &mut xc[(pw + 1) * 8..]);
+                    transpose_planes(&x[at..], cs, [self.h, self.w], pw, &mut xc[(pw + 1) * 8..]);
                 }
                 for (c8, gc) in gt.chunks_exact_mut(gp).enumerate() {
                     let c0 = 8 * c8;
                     let at = (n * self.cout + c0) * ip;
                     let cs = 8.min(self.cout - c0);
-                    transpose_gy(&gy[at..], cs, [self.h, self.w], 2 * self.tw, 8, gc);
+                    transpose_planes(&gy[at..], cs, [self.h, self.w], 2 * self.tw, gc);
                 }
                 let v = &mut v[s * tiles * vk..][..tiles * vk];
                 let w = &mut w[s * tiles * wk..][..tiles * wk];
@@ -375,6 +375,43 @@ impl WinoWeight {
                     }
                 }
             }
+        }
+    }
+}
+
+/// `dst[(y * row + x) * 8 + c] = src[c][y][x]` for `cs <= 8` planes of `h x w` (lanes
+/// past `cs` zero): 8 positions at a time through `transpose8`, a row's last vector
+/// read short where the planes end.
+#[target_feature(enable = "avx2,fma")]
+fn transpose_planes(src: &[f32], cs: usize, [h, w]: [usize; 2], row: usize, dst: &mut [f32]) {
+    let plane = h * w;
+    for y in 0..h {
+        let mut x = 0;
+        while x < w {
+            let k = 8.min(w - x);
+            let at = y * w + x;
+            let rows = if cs == 8 && at + 7 * plane + 8 <= src.len() {
+                core::array::from_fn(|c| load(&src[at + c * plane..]))
+            } else {
+                let mut rows = [splat(0.0); 8];
+                for (c, r) in rows.iter_mut().enumerate().take(cs) {
+                    let at = at + c * plane;
+                    *r = match src.get(at..at + 8) {
+                        Some(s) => load(s),
+                        None => {
+                            let mut t = [0.0f32; 8];
+                            copy_short(&mut t[..k], &src[at..]);
+                            load(&t)
+                        }
+                    };
+                }
+                rows
+            };
+            // Vector `j` holds position `x + j` of every channel.
+            for (j, &v) in transpose8(rows).iter().enumerate().take(k) {
+                store(v, &mut dst[(y * row + x + j) * 8..]);
+            }
+            x += k;
         }
     }
 }

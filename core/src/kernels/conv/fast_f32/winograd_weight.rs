@@ -7,18 +7,18 @@
 //!   (B^T d B)[ci]` (`d` the 4x4 zero-padded input patch of the tile, `gy` its 2x2
 //!   block of the output gradient, zero past the plane).
 //! - Lanes are channels, not samples: both planes of a sample are transposed to
-//!   `[position][channel]` (`transpose8`), so the transforms are vector
-//!   additions and `M[xi][ci][co]` is a product over (sample, tile) of `W` vectors (8
-//!   output channels) with broadcast `V` words: `R` input channels x `2` vectors in
-//!   registers, 8 loads per 12 FMAs, no horizontal sums, and `M` stays as small as the
-//!   weights (the sample lanes would need 8 partial sums per weight).
+//!   `[position][channel]` (`transpose8`), so the transforms are vector additions and
+//!   `M[xi][ci][co]` is a product over (sample, tile) of `W` vectors (8 output
+//!   channels) with broadcast `V` words: `R` input channels x 2 vectors in registers,
+//!   8 loads per 12 FMAs, no horizontal sums, and `M` stays as small as the weights
+//!   (sample lanes would need 8 partial sums per weight).
 //! - Rounding differs from the direct kernels (the transforms add and halve); the
 //!   tests bound the difference relative to `sum |gy| |x|`.
 //! - A non-finite value in `x` or `gy` makes sums of `M` non-finite, and the
 //!   transforms would carry it to more taps than the direct kernels do (an edge tap
 //!   whose products meet only padding gets `inf - inf` from `V`'s or `W`'s sums):
-//!   such calls are declined after the products (nothing written), and the strip
-//!   kernels give the direct kernels' non-finite weights.
+//!   such calls are declined after the products (nothing written), and the dispatch
+//!   falls back to the strip kernels, whose non-finite weights they were before.
 //! - Stack only, no heap: one sample's transposed padded input (`X_WORDS`, 16 KiB) and
 //!   output gradient (`G_WORDS`, 16 KiB), transformed tiles of a few samples
 //!   (`VW_WORDS`, 80 KiB) and `M` (`M_WORDS`, 32 KiB): 144 KiB. Shapes they do not

@@ -538,7 +538,9 @@ fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
     ));
     out.line(
         "GFLOP/s count a direct convolution's multiply-adds; where the f32 kernel is Winograd F(2x2,3x3) \
-         (3x3 stride 1, planes under 8 wide, batch >= 8: conv3 at batch 32) the rate is effective",
+         (3x3 stride 1: forward and backward-input on planes under 8 wide, or 16 with AVX-512F, at batch >= 8, \
+         conv3 and with AVX-512F conv2 at batch 32; backward-weight with >= 8 channels in and out, conv2 and conv3 at batch 32, conv2 at batch 1) \
+         the rate is effective",
     );
     out.line(format!(
         "{:<20} {:>5} {:<16} {:>8} {:>7} {:>9} {:>7} {:>8} {:>7} {:>8}",

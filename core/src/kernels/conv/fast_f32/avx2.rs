@@ -114,6 +114,22 @@ pub(crate) fn winograd_backward_input(
     available() && unsafe { super::winograd::backward_input(g, gy, w, gx, wide) }
 }
 
+/// Winograd's backward-weight pass (`winograd_weight.rs`) whatever the dispatch would
+/// choose; `false` as [`winograd_forward`].
+#[cfg(test)]
+pub(crate) fn winograd_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { super::winograd_weight::conv2d_backward_weight(g, gy, x, gw) }
+}
+
+/// The strip kernels' backward-weight pass (`strip_weight.rs`) whatever the dispatch
+/// would choose; `false` as [`winograd_forward`].
+#[cfg(test)]
+pub(crate) fn strip_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { strip_weight::strip_backward_weight(g, gy, x, gw) }
+}
+
 /// The AVX2 + FMA instance of `dw8.rs`'s forward pass; `false` (nothing written) when
 /// the CPU lacks them.
 pub(crate) fn dw8_forward(d: &Dw, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {

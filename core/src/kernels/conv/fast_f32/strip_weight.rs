@@ -21,6 +21,16 @@ pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &m
     if super::one::conv2d_backward_weight(g, gy, x, gw) {
         return true;
     }
+    if super::winograd_weight::pays(g) && super::winograd_weight::conv2d_backward_weight(g, gy, x, gw) {
+        return true;
+    }
+    strip_backward_weight(g, gy, x, gw)
+}
+
+/// The strip kernels' `gw += correlate(gy, x)` for stride 1 (the dispatch's last
+/// choice); `false` (nothing written) for other shapes.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn strip_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
     if g.stride != [1, 1] {
         return false;
     }

@@ -122,6 +122,13 @@ pub(crate) fn winograd_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: 
     available() && unsafe { super::winograd_weight::conv2d_backward_weight(g, gy, x, gw) }
 }
 
+/// [`winograd_backward_weight`] with 8-lane products only.
+#[cfg(test)]
+pub(crate) fn winograd_backward_weight_narrow(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { super::winograd_weight::backward_weight(g, gy, x, gw, false) }
+}
+
 /// The strip kernels' backward-weight pass (`strip_weight.rs`) whatever the dispatch
 /// would choose; `false` as [`winograd_forward`].
 #[cfg(test)]

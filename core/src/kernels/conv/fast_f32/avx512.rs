@@ -9,12 +9,15 @@
 //!   same order), so results are bit for bit those of the 8-lane code.
 #![allow(unsafe_code)]
 
+use super::avx2::load;
 use super::one::Fwd;
 use super::pw16;
 use super::winograd::Wino;
+use super::winograd_weight::WinoWeight;
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{
-    __cpuid_count, __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
+    __cpuid_count, __m512, _mm256_castps_pd, _mm512_add_ps, _mm512_castpd_ps, _mm512_castps256_ps512,
+    _mm512_castps_pd, _mm512_fmadd_ps, _mm512_insertf64x4, _mm512_loadu_ps, _mm512_mask_storeu_ps,
     _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_shuffle_f32x4, _mm512_storeu_ps, _mm512_sub_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -92,6 +95,19 @@ pub(crate) fn store16_first(v: F16, d: &mut [f32], n: usize) {
     let mask = ((1u32 << d.len()) - 1) as u16;
     // SAFETY: the mask selects `d.len()` lanes, all writable; masked lanes are not written.
     unsafe { _mm512_mask_storeu_ps(d.as_mut_ptr(), mask, v.0) }
+}
+
+/// The 8 words at the start of `a`, then the 8 at the start of `b` (panics if either
+/// is shorter, like indexing).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn load8x2(a: &[f32], b: &[f32]) -> F16 {
+    let (lo, hi) = (load(a), load(b));
+    let hi = _mm256_castps_pd(hi.0);
+    F16(_mm512_castpd_ps(_mm512_insertf64x4::<1>(
+        _mm512_castps_pd(_mm512_castps256_ps512(lo.0)),
+        hi,
+    )))
 }
 
 /// `v` in every lane.
@@ -177,4 +193,20 @@ pub(crate) fn pointwise_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: 
 pub(super) fn one_forward_plane<const B: usize>(t: &Fwd, dst: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { t.plane16::<B>(dst) }
+}
+
+/// Winograd backward-weight's products for one `xi` with 16-lane multiply-adds
+/// ([`WinoWeight::products_wide`]); `false` (nothing written) without AVX-512F.
+pub(super) fn winograd_weight_products(
+    ww: &WinoWeight,
+    v: &[f32],
+    w: &[f32],
+    xi: usize,
+    m: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && {
+        unsafe { ww.products_wide(v, w, xi, m) };
+        true
+    }
 }

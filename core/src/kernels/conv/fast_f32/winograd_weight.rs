@@ -25,6 +25,7 @@
 //!   hold are declined.
 
 use super::avx2::{fma, load, splat, store, transpose8, F8};
+use super::avx512::{fma16, load16, load8x2, splat16, store16};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{_mm256_add_ps, _mm256_sub_ps};
@@ -55,7 +56,9 @@ fn sub(a: F8, b: F8) -> F8 {
 
 /// One backward-weight: sizes, padded channel counts and the chunking.
 #[derive(Clone, Copy, Debug)]
-struct WinoWeight {
+pub(super) struct WinoWeight {
+    /// Whether the products take 16-lane multiply-adds (AVX-512F available).
+    wide: bool,
     n: usize,
     cin: usize,
     cout: usize,
@@ -98,6 +101,7 @@ impl WinoWeight {
             && 4 * th * tw * cop <= G_WORDS
             && 16 * cip * cop <= M_WORDS;
         fits.then_some(WinoWeight {
+            wide: super::avx512::available(),
             n: g.n,
             cin: g.c_in,
             cout: g.c_out,
@@ -159,12 +163,11 @@ impl WinoWeight {
                 }
             }
             for xi in 0..16 {
-                self.products(
-                    &v[..k * vk],
-                    &w[..k * wk],
-                    xi,
-                    &mut m[xi * self.cip * self.cop..][..self.cip * self.cop],
-                );
+                let (v, w) = (&v[..k * vk], &w[..k * wk]);
+                let m = &mut m[xi * self.cip * self.cop..][..self.cip * self.cop];
+                if !(self.wide && super::avx512::winograd_weight_products(self, v, w, xi, m)) {
+                    self.products(v, w, xi, m);
+                }
             }
             n0 += ns;
         }
@@ -307,6 +310,66 @@ impl WinoWeight {
         }
     }
 
+    /// [`WinoWeight::products`] with 16-lane multiply-adds: a vector holds 16 output
+    /// channels (two 8-channel groups), each lane's products in the same order, so
+    /// the sums are the same bits; a last group of 8 takes the 8-lane block.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) fn products_wide(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
+        let nb = self.cin.div_ceil(6);
+        let mut ci0 = 0;
+        for b in 0..nb {
+            let r = (self.cin - ci0).div_ceil(nb - b);
+            let mut co0 = 0;
+            while co0 < self.cop {
+                let two = self.cop - co0 >= 16;
+                macro_rules! go {
+                    ($r:literal) => {
+                        if two {
+                            self.block16::<$r>(v, w, [xi, ci0, co0], m)
+                        } else {
+                            self.block::<$r, 1>(v, w, [xi, ci0, co0], m)
+                        }
+                    };
+                }
+                match r {
+                    1 => go!(1),
+                    2 => go!(2),
+                    3 => go!(3),
+                    4 => go!(4),
+                    5 => go!(5),
+                    _ => go!(6),
+                }
+                co0 += if two { 16 } else { 8 };
+            }
+            ci0 += r;
+        }
+    }
+
+    /// [`WinoWeight::block`] of 2 vectors as one 16-lane vector.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn block16<const R: usize>(&self, v: &[f32], w: &[f32], [xi, ci0, co0]: [usize; 3], m: &mut [f32]) {
+        let cop = self.cop;
+        let vo: [usize; R] = core::array::from_fn(|r| ((ci0 + r) / 8 * 16 + xi) * 8 + (ci0 + r) % 8);
+        let wo = [(co0 / 8 * 16 + xi) * 8, ((co0 / 8 + 1) * 16 + xi) * 8];
+        let mut acc = [splat16(0.0); R];
+        for (r, a) in acc.iter_mut().enumerate() {
+            *a = load16(&m[(ci0 + r) * cop + co0..]);
+        }
+        for (vk, wk) in v
+            .chunks_exact(self.v_stride())
+            .zip(w.chunks_exact(self.w_stride()))
+        {
+            let wv = load8x2(&wk[wo[0]..], &wk[wo[1]..]);
+            for (a, &o) in acc.iter_mut().zip(&vo) {
+                *a = fma16(splat16(vk[o]), wv, *a);
+            }
+        }
+        for (r, &a) in acc.iter().enumerate() {
+            store16(a, &mut m[(ci0 + r) * cop + co0..]);
+        }
+    }
+
     /// `R` input channels from `ci0` x `NV` vectors of output channels from `co0`, over
     /// every `k` of `v` (`[k][ci / 8][xi][8]`) and `w` (`[k][co / 8][xi][8]`).
     #[target_feature(enable = "avx2,fma")]
@@ -420,9 +483,16 @@ fn transpose_planes(src: &[f32], cs: usize, [h, w]: [usize; 2], row: usize, dst:
 /// written) for other shapes, those the buffers do not hold, and non-finite sums.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-    let Some(ww) = WinoWeight::new(g) else {
+    backward_weight(g, gy, x, gw, super::avx512::available())
+}
+
+/// [`conv2d_backward_weight`], with 16-lane products where `wide` and the CPU allow.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32], wide: bool) -> bool {
+    let Some(mut ww) = WinoWeight::new(g) else {
         return false;
     };
+    ww.wide &= wide;
     ww.run(gy, x, gw)
 }
 

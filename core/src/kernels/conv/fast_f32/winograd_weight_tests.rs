@@ -41,6 +41,15 @@ fn compare(rng: &mut Rng, g: &ConvGeom) -> f32 {
     generic::conv2d_backward_weight(g, &abs(&gy), &abs(&x), &mut scale);
     let mut got = gw0.clone();
     assert!(winograd_backward_weight(g, &gy, &x, &mut got), "{g:?}");
+    // 16-lane products (where the CPU has them) give the 8-lane ones bit for bit.
+    let mut narrow = gw0.clone();
+    assert!(super::avx2::winograd_backward_weight_narrow(
+        g,
+        &gy,
+        &x,
+        &mut narrow
+    ));
+    assert_eq!(got, narrow, "{g:?}");
     let mut worst = 0.0f32;
     for ((a, b), s) in got.iter().zip(&want).zip(&scale) {
         let d = (a - b).abs() / s.max(1e-30);

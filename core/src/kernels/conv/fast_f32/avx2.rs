@@ -20,8 +20,9 @@ use crate::kernels::conv::ConvGeom;
 use crate::kernels::norm::NormGeom;
 use crate::kernels::pool::{max, PoolGeom};
 use core::arch::x86_64::{
-    __cpuid, __cpuid_count, __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_set1_ps,
-    _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps, _xgetbv,
+    __cpuid, __cpuid_count, __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_permute2f128_ps,
+    _mm256_set1_ps, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_unpackhi_ps,
+    _mm256_unpacklo_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -300,6 +301,20 @@ pub(crate) fn store(v: F8, d: &mut [f32]) {
     let d = &mut d[..8];
     // SAFETY: `d` is 8 writable words (checked above); `storeu` needs no alignment.
     unsafe { _mm256_storeu_ps(d.as_mut_ptr(), v.0) }
+}
+
+/// `a + b`, lane by lane.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn add(a: F8, b: F8) -> F8 {
+    F8(_mm256_add_ps(a.0, b.0))
+}
+
+/// `a - b`, lane by lane.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn sub(a: F8, b: F8) -> F8 {
+    F8(_mm256_sub_ps(a.0, b.0))
 }
 
 /// `v` in every lane.

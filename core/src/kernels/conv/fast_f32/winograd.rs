@@ -26,11 +26,11 @@
 //!   block's products (up to 12 KiB): about 181 KiB. Shapes they do not hold are
 //!   declined (the strip kernels take them).
 
-use super::avx2::{fma, load, splat, store, transpose8, F8};
+use super::avx2::{add, fma, load, splat, store, sub, transpose8, F8};
 use super::avx512::{add16, fma16, high_halves, load16, low_halves, splat16, store16, sub16};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
-use core::arch::x86_64::{_mm256_add_ps, _mm256_blendv_ps, _mm256_cmp_ps, _mm256_sub_ps, _CMP_LT_OQ};
+use core::arch::x86_64::{_mm256_blendv_ps, _mm256_cmp_ps, _CMP_LT_OQ};
 
 /// Words of the transformed weights, `[xi 16][block of 4 output channels][input channel][4]`.
 const U_WORDS: usize = 8192;
@@ -42,12 +42,6 @@ const V_WORDS: usize = 16_640;
 const TB_MAX: usize = 8;
 /// Words of one pass's outputs, `[channel][row 2][position][8]`.
 const Y_WORDS: usize = 8192;
-
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn add(a: F8, b: F8) -> F8 {
-    F8(_mm256_add_ps(a.0, b.0))
-}
 
 /// Lanes where `a < b`, as an all-ones mask.
 #[target_feature(enable = "avx2,fma")]
@@ -61,12 +55,6 @@ fn less(a: F8, b: F8) -> F8 {
 #[inline]
 fn blend(a: F8, b: F8, mask: F8) -> F8 {
     F8(_mm256_blendv_ps(a.0, b.0, mask.0))
-}
-
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn sub(a: F8, b: F8) -> F8 {
-    F8(_mm256_sub_ps(a.0, b.0))
 }
 
 /// One Winograd convolution: `cout` planes from `cin` planes, both `h x w`.

@@ -24,11 +24,10 @@
 //!   (`VW_WORDS`, 80 KiB) and `M` (`M_WORDS`, 32 KiB): 144 KiB. Shapes they do not
 //!   hold are declined.
 
-use super::avx2::{fma, load, splat, store, transpose8, F8};
+use super::avx2::{add, fma, load, splat, store, sub, transpose8};
 use super::avx512::{fma16, load16, load8x2, splat16, store16};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
-use core::arch::x86_64::{_mm256_add_ps, _mm256_sub_ps};
 
 /// Words of one sample's padded input, `[input channel / 8][padded row][padded
 /// column][8]`.
@@ -41,18 +40,6 @@ const G_WORDS: usize = 4096;
 const VW_WORDS: usize = 20480;
 /// Words of the sums, `[xi][ci][co]`.
 const M_WORDS: usize = 8192;
-
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn add(a: F8, b: F8) -> F8 {
-    F8(_mm256_add_ps(a.0, b.0))
-}
-
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn sub(a: F8, b: F8) -> F8 {
-    F8(_mm256_sub_ps(a.0, b.0))
-}
 
 /// One backward-weight: sizes, padded channel counts and the chunking.
 #[derive(Clone, Copy, Debug)]

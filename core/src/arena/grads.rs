@@ -4,7 +4,9 @@
 //!   from the long-lived end, apart from the forward's data and saved values at
 //!   scratch's bottom. Backward frees those from scratch's top down, mostly with
 //!   nothing live above them, and no gradient slides with them; a record's input
-//!   gradient slides up only over the output gradient it replaces.
+//!   gradient slides up only over the output gradient it replaces, or, when that one
+//!   is the shorter, the output gradient is moved below the new input gradients
+//!   first and frees its words without moving anything.
 //! - The words in use, and so the high-water mark, are the same as with one stack:
 //!   both stay compact.
 //! - When backward ends, the gradients still held (inputs created with a gradient)

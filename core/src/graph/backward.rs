@@ -259,7 +259,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// After the `fresh` input gradients were allocated right below node `i`'s output
     /// gradient: moves the output gradient below them when it is the shorter
-    /// ([`Arena::sink_below_fresh`](crate::arena::Arena::sink_below_fresh)), so that freeing it after the rule moves nothing.
+    /// ([`crate::arena::Arena::sink_below_fresh`]), so that freeing it after the rule
+    /// moves nothing.
     fn sink_out_grad(&mut self, i: usize, fresh: &[Option<usize>]) {
         #[cfg(not(target_arch = "arm"))]
         {

@@ -242,22 +242,7 @@ impl Wino {
                         *dv = load(&row[8 * c..]);
                     }
                 }
-                // `B^T d`: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3; then the same along
-                // each row.
-                let mut e = [[splat(0.0); 4]; 4];
-                for c in 0..4 {
-                    e[0][c] = sub(d[0][c], d[2][c]);
-                    e[1][c] = add(d[1][c], d[2][c]);
-                    e[2][c] = sub(d[2][c], d[1][c]);
-                    e[3][c] = sub(d[1][c], d[3][c]);
-                }
-                for (r, er) in e.iter().enumerate() {
-                    let v = [
-                        sub(er[0], er[2]),
-                        add(er[1], er[2]),
-                        sub(er[2], er[1]),
-                        sub(er[1], er[3]),
-                    ];
+                for (r, v) in input_transform(d).iter().enumerate() {
                     for (c, &vv) in v.iter().enumerate() {
                         store(vv, &mut vb[(4 * r + c) * xs + (ci * nt + t) * 8..]);
                     }
@@ -540,6 +525,31 @@ impl Wino {
             }
         }
     }
+}
+
+/// `B^T d` of one column or row of 4: d0 - d2, d1 + d2, d2 - d1, d1 - d3.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn bt(d: [F8; 4]) -> [F8; 4] {
+    [sub(d[0], d[2]), add(d[1], d[2]), sub(d[2], d[1]), sub(d[1], d[3])]
+}
+
+/// `V = B^T d B` of one 4x4 patch `d[row][column]`: the columns, then each row (the
+/// forward's and the backward-weight's input transform).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn input_transform(d: [[F8; 4]; 4]) -> [[F8; 4]; 4] {
+    let mut e = [[splat(0.0); 4]; 4];
+    for c in 0..4 {
+        let col = bt([d[0][c], d[1][c], d[2][c], d[3][c]]);
+        for (er, &v) in e.iter_mut().zip(&col) {
+            er[c] = v;
+        }
+    }
+    for er in e.iter_mut() {
+        *er = bt(*er);
+    }
+    e
 }
 
 /// Bias words of output channels `4 cb..4 cb + 4` (zero past the last channel or

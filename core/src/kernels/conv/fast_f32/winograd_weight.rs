@@ -27,6 +27,7 @@
 use super::avx2::{add, fma, load, splat, store, sub, transpose8};
 use super::avx512::{fma16, load16, load8x2, splat16, store16};
 use super::layout::copy_short;
+use super::winograd::input_transform;
 use crate::kernels::conv::ConvGeom;
 
 /// Words of one sample's padded input, `[input channel / 8][padded row][padded
@@ -205,23 +206,8 @@ impl WinoWeight {
                         *dv = load(&patch[r * row + 8 * j..]);
                     }
                 }
-                // `B^T d`: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3; then the same along
-                // each row.
-                let mut e = [[splat(0.0); 4]; 4];
-                for j in 0..4 {
-                    e[0][j] = sub(d[0][j], d[2][j]);
-                    e[1][j] = add(d[1][j], d[2][j]);
-                    e[2][j] = sub(d[2][j], d[1][j]);
-                    e[3][j] = sub(d[1][j], d[3][j]);
-                }
                 let dst = &mut v[(ty * self.tw + tx) * vk + c8 * 128..][..128];
-                for (r, er) in e.iter().enumerate() {
-                    let t = [
-                        sub(er[0], er[2]),
-                        add(er[1], er[2]),
-                        sub(er[2], er[1]),
-                        sub(er[1], er[3]),
-                    ];
+                for (r, t) in input_transform(d).iter().enumerate() {
                     for (j, &tv) in t.iter().enumerate() {
                         store(tv, &mut dst[(4 * r + j) * 8..]);
                     }
@@ -262,38 +248,44 @@ impl WinoWeight {
         }
     }
 
-    /// `m[ci][co] += sum over k of V[k][ci] * W[k][co]` for one `xi`: blocks of up to 6
-    /// input channels x 2 vectors of output channels.
-    #[target_feature(enable = "avx2,fma")]
-    fn products(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
+    /// The products' blocks, `(r, ci0, co0, two)`: `r` input channels from `ci0` in
+    /// near-equal blocks of up to 6 (8 channels as 4 + 4, 16 as 6 + 5 + 5) x 16 output
+    /// channels from `co0` (`two` vectors of 8), or a last 8.
+    fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize, bool)> + '_ {
         let nb = self.cin.div_ceil(6);
         let mut ci0 = 0;
-        for b in 0..nb {
-            // Near-equal blocks: 8 channels as 4 + 4, 16 as 6 + 5 + 5.
+        (0..nb).flat_map(move |b| {
             let r = (self.cin - ci0).div_ceil(nb - b);
-            let mut co0 = 0;
-            while co0 < self.cop {
-                let two = self.cop - co0 >= 16;
-                macro_rules! go {
-                    ($r:literal) => {
-                        if two {
-                            self.block::<$r, 2>(v, w, [xi, ci0, co0], m)
-                        } else {
-                            self.block::<$r, 1>(v, w, [xi, ci0, co0], m)
-                        }
-                    };
-                }
-                match r {
-                    1 => go!(1),
-                    2 => go!(2),
-                    3 => go!(3),
-                    4 => go!(4),
-                    5 => go!(5),
-                    _ => go!(6),
-                }
-                co0 += if two { 16 } else { 8 };
-            }
+            let c = ci0;
             ci0 += r;
+            (0..self.cop)
+                .step_by(16)
+                .map(move |co0| (r, c, co0, self.cop - co0 >= 16))
+        })
+    }
+
+    /// `m[ci][co] += sum over k of V[k][ci] * W[k][co]` for one `xi`, block by block
+    /// ([`WinoWeight::blocks`]).
+    #[target_feature(enable = "avx2,fma")]
+    fn products(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
+        for (r, ci0, co0, two) in self.blocks() {
+            macro_rules! go {
+                ($r:literal) => {
+                    if two {
+                        self.block::<$r, 2>(v, w, [xi, ci0, co0], m)
+                    } else {
+                        self.block::<$r, 1>(v, w, [xi, ci0, co0], m)
+                    }
+                };
+            }
+            match r {
+                1 => go!(1),
+                2 => go!(2),
+                3 => go!(3),
+                4 => go!(4),
+                5 => go!(5),
+                _ => go!(6),
+            }
         }
     }
 
@@ -302,33 +294,24 @@ impl WinoWeight {
     /// the sums are the same bits; a last group of 8 takes the 8-lane block.
     #[target_feature(enable = "avx2,fma,avx512f")]
     pub(super) fn products_wide(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
-        let nb = self.cin.div_ceil(6);
-        let mut ci0 = 0;
-        for b in 0..nb {
-            let r = (self.cin - ci0).div_ceil(nb - b);
-            let mut co0 = 0;
-            while co0 < self.cop {
-                let two = self.cop - co0 >= 16;
-                macro_rules! go {
-                    ($r:literal) => {
-                        if two {
-                            self.block16::<$r>(v, w, [xi, ci0, co0], m)
-                        } else {
-                            self.block::<$r, 1>(v, w, [xi, ci0, co0], m)
-                        }
-                    };
-                }
-                match r {
-                    1 => go!(1),
-                    2 => go!(2),
-                    3 => go!(3),
-                    4 => go!(4),
-                    5 => go!(5),
-                    _ => go!(6),
-                }
-                co0 += if two { 16 } else { 8 };
+        for (r, ci0, co0, two) in self.blocks() {
+            macro_rules! go {
+                ($r:literal) => {
+                    if two {
+                        self.block16::<$r>(v, w, [xi, ci0, co0], m)
+                    } else {
+                        self.block::<$r, 1>(v, w, [xi, ci0, co0], m)
+                    }
+                };
             }
-            ci0 += r;
+            match r {
+                1 => go!(1),
+                2 => go!(2),
+                3 => go!(3),
+                4 => go!(4),
+                5 => go!(5),
+                _ => go!(6),
+            }
         }
     }
 

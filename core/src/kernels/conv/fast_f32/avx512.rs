@@ -101,6 +101,7 @@ pub(crate) fn store16_first(v: F16, d: &mut [f32], n: usize) {
 /// is shorter, like indexing).
 #[target_feature(enable = "avx512f")]
 #[inline]
+#[allow(dead_code)] // No caller since winograd_weight.rs's products read 16 contiguous words.
 pub(crate) fn load8x2(a: &[f32], b: &[f32]) -> F16 {
     let (lo, hi) = (load(a), load(b));
     let hi = _mm256_castps_pd(hi.0);

@@ -7,11 +7,16 @@
 //!   (B^T d B)[ci]` (`d` the 4x4 zero-padded input patch of the tile, `gy` its 2x2
 //!   block of the output gradient, zero past the plane).
 //! - Lanes are channels, not samples: both planes of a sample are transposed to
-//!   `[position][channel]` (`transpose8`), so the transforms are vector additions and
-//!   `M[xi][ci][co]` is a product over (sample, tile) of `W` vectors (8 output
-//!   channels) with broadcast `V` words: `R` input channels x 2 vectors in registers,
-//!   8 loads per 12 FMAs, no horizontal sums, and `M` stays as small as the weights
-//!   (sample lanes would need 8 partial sums per weight).
+//!   `[channel / 8][position][8]` (`transpose8`), so the transforms are vector additions
+//!   and `M[xi][ci][co]` is a product over (sample, tile) of `W` vectors (8 or 16 output
+//!   channels) with broadcast `V` words: no horizontal sums, and `M` stays as small as
+//!   the weights (sample lanes would need 8 partial sums per weight).
+//! - Per sample, one row of 4 `xi` at a time: that row of every tile's `V` and `W` is
+//!   written to columns `[xi % 4][tile][channel]` small enough to stay in L1, then each
+//!   `xi`'s products run as a register-blocked GEMM over the tiles (a block of input
+//!   channels x 2 vectors of output channels held in registers, contiguous loads).
+//!   Every sum takes its products in (sample, tile) order, so the 8- and 16-lane
+//!   products give the same bits.
 //! - Rounding differs from the direct kernels (the transforms add and halve); the
 //!   tests bound the difference relative to `sum |gy| |x|`.
 //! - A non-finite value in `x` or `gy` makes sums of `M` non-finite, and the
@@ -20,14 +25,13 @@
 //!   such calls are declined after the products (nothing written), and the dispatch
 //!   falls back to the strip kernels, whose non-finite weights they were before.
 //! - Stack only, no heap: one sample's transposed padded input (`X_WORDS`, 16 KiB) and
-//!   output gradient (`G_WORDS`, 16 KiB), transformed tiles of a few samples
-//!   (`VW_WORDS`, 80 KiB) and `M` (`M_WORDS`, 32 KiB): 144 KiB. Shapes they do not
-//!   hold are declined.
+//!   output gradient (`G_WORDS`, 16 KiB), one row of its transformed tiles
+//!   (`VW_WORDS`, 24 KiB) and `M` (`M_WORDS`, 32 KiB): 88 KiB. Shapes they do not hold
+//!   are declined.
 
 use super::avx2::{add, fma, load, splat, store, sub, transpose8};
-use super::avx512::{fma16, load16, load8x2, splat16, store16};
+use super::avx512::{fma16, load16, splat16, store16};
 use super::layout::copy_short;
-use super::winograd::input_transform;
 use crate::kernels::conv::ConvGeom;
 
 /// Words of one sample's padded input, `[input channel / 8][padded row][padded
@@ -36,13 +40,23 @@ const X_WORDS: usize = 4096;
 /// Words of one sample's output gradient, `[output channel / 8][row][column][8]`, whole
 /// tiles.
 const G_WORDS: usize = 4096;
-/// Words of the transformed tiles of a chunk of samples: `V` (`[k][ci / 8][xi][8]`)
-/// then `W` (`[k][co / 8][xi][8]`), `k` running over the chunk's (sample, tile) pairs.
-const VW_WORDS: usize = 20480;
+/// Words of one row of 4 `xi` of the transformed tiles of one sample: `V`
+/// (`[xi % 4][tile][ci]`) then `W` (`[xi % 4][tile][co]`), each `xi`'s column padded by
+/// a cache line ([`column`]).
+const VW_WORDS: usize = 6144;
 /// Words of the sums, `[xi][ci][co]`.
 const M_WORDS: usize = 8192;
+/// Words past each `xi`'s column of `V` or `W`: one cache line, so that the 16 columns
+/// a tile's transform writes do not fall in a few cache sets.
+const PAD: usize = 16;
 
-/// One backward-weight: sizes, padded channel counts and the chunking.
+/// Column `j` of `V` or `W` (4 columns of equal stride, each padded by [`PAD`]).
+fn column(t: &[f32], j: usize) -> &[f32] {
+    let stride = t.len() / 4;
+    &t[j * stride..][..stride - PAD]
+}
+
+/// One backward-weight: sizes and padded channel counts.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct WinoWeight {
     /// Whether the products take 16-lane multiply-adds (AVX-512F available).
@@ -58,8 +72,6 @@ pub(super) struct WinoWeight {
     /// Input and output channels rounded up to multiples of 8 (zero lanes).
     cip: usize,
     cop: usize,
-    /// Samples per chunk of transformed tiles.
-    spc: usize,
 }
 
 impl WinoWeight {
@@ -82,9 +94,7 @@ impl WinoWeight {
         }
         let (th, tw) = (g.h.div_ceil(2), g.w.div_ceil(2));
         let (cip, cop) = (g.c_in.next_multiple_of(8), g.c_out.next_multiple_of(8));
-        let per_sample = th * tw * (16 * (cip + cop) + 32);
-        let spc = (VW_WORDS / per_sample).min(g.n);
-        let fits = spc > 0
+        let fits = 4 * (th * tw * (cip + cop) + 2 * PAD) <= VW_WORDS
             && (2 * th + 2) * (2 * tw + 2) * cip <= X_WORDS
             && 4 * th * tw * cop <= G_WORDS
             && 16 * cip * cop <= M_WORDS;
@@ -99,12 +109,11 @@ impl WinoWeight {
             tw,
             cip,
             cop,
-            spc,
         })
     }
 
     /// `gw += correlate(gy, x)`, or `false` (nothing written) if a sum is not finite.
-    /// Not inlined: its 144 KiB of buffers stay out of the dispatch's frame.
+    /// Not inlined: its 88 KiB of buffers stay out of the dispatch's frame.
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
     fn run(&self, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
@@ -113,51 +122,40 @@ impl WinoWeight {
         let mut vw = [0.0f32; VW_WORDS];
         let mut m = [0.0f32; M_WORDS];
         let (ip, tiles) = (self.h * self.w, self.th * self.tw);
-        let (xp, gp) = (self.x_plane(), 4 * tiles * 8);
         let pw = 2 * self.tw + 2;
         // Positions outside the planes and channels past `cin`/`cout` are never written:
         // they stay zero.
+        let (xp, gp) = ((2 * self.th + 2) * pw * 8, 4 * tiles * 8);
         let xt = &mut xt[..self.cip / 8 * xp];
         let gt = &mut gt[..self.cop / 8 * gp];
         let m = &mut m[..16 * self.cip * self.cop];
-        let (vk, wk) = (self.v_stride(), self.w_stride());
-        let mut n0 = 0;
-        while n0 < self.n {
-            let ns = self.spc.min(self.n - n0);
-            let k = ns * tiles;
-            let (v, w) = vw.split_at_mut(k * vk);
-            let w = &mut w[..k * wk];
-            for s in 0..ns {
-                let n = n0 + s;
-                for (c8, xc) in xt.chunks_exact_mut(xp).enumerate() {
-                    let c0 = 8 * c8;
-                    let at = (n * self.cin + c0) * ip;
-                    let cs = 8.min(self.cin - c0);
-                    transpose_planes(&x[at..], cs, [self.h, self.w], pw, &mut xc[(pw + 1) * 8..]);
+        let (v, w) = vw.split_at_mut(4 * (tiles * self.cip + PAD));
+        let w = &mut w[..4 * (tiles * self.cop + PAD)];
+        for n in 0..self.n {
+            for (c8, xc) in xt.chunks_exact_mut(xp).enumerate() {
+                let at = (n * self.cin + 8 * c8) * ip;
+                let cs = 8.min(self.cin - 8 * c8);
+                transpose_planes(&x[at..], cs, [self.h, self.w], pw, &mut xc[(pw + 1) * 8..]);
+            }
+            for (c8, gc) in gt.chunks_exact_mut(gp).enumerate() {
+                let at = (n * self.cout + 8 * c8) * ip;
+                let cs = 8.min(self.cout - 8 * c8);
+                transpose_planes(&gy[at..], cs, [self.h, self.w], 2 * self.tw, gc);
+            }
+            for r in 0..4 {
+                match r {
+                    0 => self.rows::<0>(xt, gt, v, w),
+                    1 => self.rows::<1>(xt, gt, v, w),
+                    2 => self.rows::<2>(xt, gt, v, w),
+                    _ => self.rows::<3>(xt, gt, v, w),
                 }
-                for (c8, gc) in gt.chunks_exact_mut(gp).enumerate() {
-                    let c0 = 8 * c8;
-                    let at = (n * self.cout + c0) * ip;
-                    let cs = 8.min(self.cout - c0);
-                    transpose_planes(&gy[at..], cs, [self.h, self.w], 2 * self.tw, gc);
-                }
-                let v = &mut v[s * tiles * vk..][..tiles * vk];
-                let w = &mut w[s * tiles * wk..][..tiles * wk];
-                for (c8, xc) in xt.chunks_exact(xp).enumerate() {
-                    self.input_tiles(xc, c8, v);
-                }
-                for (c8, gc) in gt.chunks_exact(gp).enumerate() {
-                    self.gradient_tiles(gc, c8, w);
+                for j in 0..4 {
+                    let m = &mut m[(4 * r + j) * self.cip * self.cop..][..self.cip * self.cop];
+                    if !(self.wide && super::avx512::winograd_weight_products(self, v, w, j, m)) {
+                        self.products(v, w, j, m);
+                    }
                 }
             }
-            for xi in 0..16 {
-                let (v, w) = (&v[..k * vk], &w[..k * wk]);
-                let m = &mut m[xi * self.cip * self.cop..][..self.cip * self.cop];
-                if !(self.wide && super::avx512::winograd_weight_products(self, v, w, xi, m)) {
-                    self.products(v, w, xi, m);
-                }
-            }
-            n0 += ns;
         }
         // `x - x` is 0 for a finite `x`, NaN otherwise.
         let mut nan = splat(0.0);
@@ -174,107 +172,114 @@ impl WinoWeight {
         true
     }
 
-    /// Words between the transformed inputs of two tiles: one cache line more than they
-    /// fill, so that a product's column (one `xi`, every tile) does not fall in a few
-    /// cache sets (with 512 bytes apart, as W1's conv2 would be, they fall in 8).
-    fn v_stride(&self) -> usize {
-        16 * self.cip + 16
-    }
-
-    /// Words between the transformed output gradients of two tiles (as `v_stride`).
-    fn w_stride(&self) -> usize {
-        16 * self.cop + 16
-    }
-
-    /// Words of one sample's padded input plane of 8 channels, `[row][column][8]`.
-    fn x_plane(&self) -> usize {
-        (2 * self.th + 2) * (2 * self.tw + 2) * 8
-    }
-
-    /// `V = B^T d B` of every tile of 8 input channels (`c8`, padded plane `xc`) of one
-    /// sample, into `v[tile][c8][xi][8]`.
+    /// Rows `R` of `V` and `W` ([`WinoWeight::input_row`], [`WinoWeight::gradient_row`])
+    /// from the transposed planes of 8 channels, `xt` (padded input) and `gt`
+    /// (output gradient).
     #[target_feature(enable = "avx2,fma")]
-    fn input_tiles(&self, xc: &[f32], c8: usize, v: &mut [f32]) {
-        let row = (2 * self.tw + 2) * 8;
-        let vk = self.v_stride();
+    fn rows<const R: usize>(&self, xt: &[f32], gt: &[f32], v: &mut [f32], w: &mut [f32]) {
+        let xp = xt.len() / (self.cip / 8);
+        for (c8, xc) in xt.chunks_exact(xp).enumerate() {
+            self.input_row::<R>(xc, 8 * c8, v);
+        }
+        let gp = gt.len() / (self.cop / 8);
+        for (c8, gc) in gt.chunks_exact(gp).enumerate() {
+            self.gradient_row::<R>(gc, 8 * c8, w);
+        }
+    }
+
+    /// Row `R` of `V = B^T d B` of every tile of one sample for input channels `c0..c0 +
+    /// 8` (padded plane `xc`, `[row][column][8]`) into `v[j][tile][c0..c0 + 8]` (`xi = 4
+    /// R + j`): `input_transform`'s operations for that row.
+    #[target_feature(enable = "avx2,fma")]
+    fn input_row<const R: usize>(&self, xc: &[f32], c0: usize, v: &mut [f32]) {
+        let (cip, row) = (self.cip, (2 * self.tw + 2) * 8);
+        let stride = v.len() / 4;
+        // `B^T`'s row `R`: `d[a] - d[b]`, or `d[a] + d[b]` for row 1.
+        let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
         for ty in 0..self.th {
             for tx in 0..self.tw {
-                let patch = &xc[2 * ty * row + 2 * tx * 8..][..3 * row + 32];
-                let mut d = [[splat(0.0); 4]; 4];
-                for (r, dr) in d.iter_mut().enumerate() {
-                    for (j, dv) in dr.iter_mut().enumerate() {
-                        *dv = load(&patch[r * row + 8 * j..]);
+                let pa = &xc[(2 * ty + a) * row + 16 * tx..][..32];
+                let pb = &xc[(2 * ty + b) * row + 16 * tx..][..32];
+                let e: [_; 4] = core::array::from_fn(|c| {
+                    let (da, db) = (load(&pa[8 * c..]), load(&pb[8 * c..]));
+                    if R == 1 {
+                        add(da, db)
+                    } else {
+                        sub(da, db)
                     }
-                }
-                let dst = &mut v[(ty * self.tw + tx) * vk + c8 * 128..][..128];
-                for (r, t) in input_transform(d).iter().enumerate() {
-                    for (j, &tv) in t.iter().enumerate() {
-                        store(tv, &mut dst[(4 * r + j) * 8..]);
-                    }
+                });
+                let t = [sub(e[0], e[2]), add(e[1], e[2]), sub(e[2], e[1]), sub(e[1], e[3])];
+                let at = (ty * self.tw + tx) * cip + c0;
+                for (j, &tv) in t.iter().enumerate() {
+                    store(tv, &mut v[j * stride + at..]);
                 }
             }
         }
     }
 
-    /// `A gy A^T` of every tile of 8 output channels (`c8`, plane `gc`) of one sample,
-    /// with row and column 3 negated (`A`'s last row is `[0, -1]`; `add_weights`
-    /// restores the sign), into `w[tile][c8][xi][8]`.
+    /// Row `R` of `A gy A^T` of every tile of one sample for output channels `c0..c0 + 8`
+    /// (plane `gc`, `[row][column][8]`), with row and column 3 negated (`A`'s last row
+    /// is `[0, -1]`; `add_weights` restores the sign), into `w[j][tile][c0..c0 + 8]`
+    /// (`xi = 4 R + j`).
     #[target_feature(enable = "avx2,fma")]
-    fn gradient_tiles(&self, gc: &[f32], c8: usize, w: &mut [f32]) {
-        let row = 2 * self.tw * 8;
-        let wk = self.w_stride();
+    fn gradient_row<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
+        let (cop, row) = (self.cop, 2 * self.tw * 8);
+        let stride = w.len() / 4;
         for ty in 0..self.th {
             for tx in 0..self.tw {
-                let block = &gc[2 * ty * row + 2 * tx * 8..][..row + 16];
-                let g = [
-                    [load(block), load(&block[8..])],
-                    [load(&block[row..]), load(&block[row + 8..])],
-                ];
-                // Rows g0, g0 + g1, g0 - g1, g1; then the same along each row.
-                let e = [
-                    g[0],
-                    [add(g[0][0], g[1][0]), add(g[0][1], g[1][1])],
-                    [sub(g[0][0], g[1][0]), sub(g[0][1], g[1][1])],
-                    g[1],
-                ];
-                let dst = &mut w[(ty * self.tw + tx) * wk + c8 * 128..][..128];
-                for (r, er) in e.iter().enumerate() {
-                    let t = [er[0], add(er[0], er[1]), sub(er[0], er[1]), er[1]];
-                    for (j, &tv) in t.iter().enumerate() {
-                        store(tv, &mut dst[(4 * r + j) * 8..]);
-                    }
+                let g0 = &gc[2 * ty * row + 16 * tx..][..16];
+                let g1 = &gc[(2 * ty + 1) * row + 16 * tx..][..16];
+                // Rows g0, g0 + g1, g0 - g1, g1; then the same along the row.
+                let e = match R {
+                    0 => [load(g0), load(&g0[8..])],
+                    1 => [add(load(g0), load(g1)), add(load(&g0[8..]), load(&g1[8..]))],
+                    2 => [sub(load(g0), load(g1)), sub(load(&g0[8..]), load(&g1[8..]))],
+                    _ => [load(g1), load(&g1[8..])],
+                };
+                let t = [e[0], add(e[0], e[1]), sub(e[0], e[1]), e[1]];
+                let at = (ty * self.tw + tx) * cop + c0;
+                for (j, &tv) in t.iter().enumerate() {
+                    store(tv, &mut w[j * stride + at..]);
                 }
             }
         }
     }
 
-    /// The products' blocks, `(r, ci0, co0, two)`: `r` input channels from `ci0` in
-    /// near-equal blocks of up to 6 (8 channels as 4 + 4, 16 as 6 + 5 + 5) x 16 output
-    /// channels from `co0` (`two` vectors of 8), or a last 8.
-    fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize, bool)> + '_ {
-        let nb = self.cin.div_ceil(6);
+    /// Blocks of `r` input channels from `ci0` (near-equal blocks of up to `rmax`) x
+    /// `nv` vectors of `lanes` output channels from `co0` (up to `vmax`; `nv` 0 for a
+    /// last 8 output channels short of a vector), as `[r, ci0, co0, nv]`.
+    fn blocks(&self, rmax: usize, lanes: usize, vmax: usize) -> impl Iterator<Item = [usize; 4]> + '_ {
+        let nb = self.cin.div_ceil(rmax);
         let mut ci0 = 0;
         (0..nb).flat_map(move |b| {
             let r = (self.cin - ci0).div_ceil(nb - b);
             let c = ci0;
             ci0 += r;
-            (0..self.cop)
-                .step_by(16)
-                .map(move |co0| (r, c, co0, self.cop - co0 >= 16))
+            let mut co0 = 0;
+            core::iter::from_fn(move || {
+                (co0 < self.cop).then(|| {
+                    let nv = ((self.cop - co0) / lanes).min(vmax);
+                    let at = co0;
+                    co0 += (nv * lanes).max(8);
+                    [r, c, at, nv]
+                })
+            })
         })
     }
 
-    /// `m[ci][co] += sum over k of V[k][ci] * W[k][co]` for one `xi`, block by block
-    /// ([`WinoWeight::blocks`]).
+    /// `m[ci][co] += sum over k of V[xi][k][ci] * W[xi][k][co]` for one `xi`: blocks of
+    /// up to 6 input channels x 2 vectors of 8 output channels, each kept in registers
+    /// over every `k` (each sum's products in `k` order).
     #[target_feature(enable = "avx2,fma")]
     fn products(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
-        for (r, ci0, co0, two) in self.blocks() {
+        let (v, w) = (column(v, xi), column(w, xi));
+        for [r, ci0, co0, nv] in self.blocks(6, 8, 2) {
             macro_rules! go {
                 ($r:literal) => {
-                    if two {
-                        self.block::<$r, 2>(v, w, [xi, ci0, co0], m)
+                    if nv == 2 {
+                        self.block::<$r, 2>(v, w, [ci0, co0], m)
                     } else {
-                        self.block::<$r, 1>(v, w, [xi, ci0, co0], m)
+                        self.block::<$r, 1>(v, w, [ci0, co0], m)
                     }
                 };
             }
@@ -289,18 +294,20 @@ impl WinoWeight {
         }
     }
 
-    /// [`WinoWeight::products`] with 16-lane multiply-adds: a vector holds 16 output
-    /// channels (two 8-channel groups), each lane's products in the same order, so
-    /// the sums are the same bits; a last group of 8 takes the 8-lane block.
+    /// [`WinoWeight::products`] with 16-lane multiply-adds: blocks of up to 8 input
+    /// channels x 2 vectors of 16 output channels (registers for 16 sums), the same
+    /// products in the same order (the same bits); a last 8 output channels take the
+    /// 8-lane block.
     #[target_feature(enable = "avx2,fma,avx512f")]
     pub(super) fn products_wide(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
-        for (r, ci0, co0, two) in self.blocks() {
+        let (v, w) = (column(v, xi), column(w, xi));
+        for [r, ci0, co0, nv] in self.blocks(8, 16, 2) {
             macro_rules! go {
                 ($r:literal) => {
-                    if two {
-                        self.block16::<$r>(v, w, [xi, ci0, co0], m)
-                    } else {
-                        self.block::<$r, 1>(v, w, [xi, ci0, co0], m)
+                    match nv {
+                        2 => self.block16::<$r, 2>(v, w, [ci0, co0], m),
+                        1 => self.block16::<$r, 1>(v, w, [ci0, co0], m),
+                        _ => self.block::<$r, 1>(v, w, [ci0, co0], m),
                     }
                 };
             }
@@ -310,66 +317,70 @@ impl WinoWeight {
                 3 => go!(3),
                 4 => go!(4),
                 5 => go!(5),
-                _ => go!(6),
+                6 => go!(6),
+                7 => go!(7),
+                _ => go!(8),
             }
         }
     }
 
-    /// [`WinoWeight::block`] of 2 vectors as one 16-lane vector.
+    /// [`WinoWeight::block`] with `NV` vectors of 16 output channels.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
-    fn block16<const R: usize>(&self, v: &[f32], w: &[f32], [xi, ci0, co0]: [usize; 3], m: &mut [f32]) {
-        let cop = self.cop;
-        let vo: [usize; R] = core::array::from_fn(|r| ((ci0 + r) / 8 * 16 + xi) * 8 + (ci0 + r) % 8);
-        let wo = [(co0 / 8 * 16 + xi) * 8, ((co0 / 8 + 1) * 16 + xi) * 8];
-        let mut acc = [splat16(0.0); R];
-        for (r, a) in acc.iter_mut().enumerate() {
-            *a = load16(&m[(ci0 + r) * cop + co0..]);
-        }
-        for (vk, wk) in v
-            .chunks_exact(self.v_stride())
-            .zip(w.chunks_exact(self.w_stride()))
-        {
-            let wv = load8x2(&wk[wo[0]..], &wk[wo[1]..]);
-            for (a, &o) in acc.iter_mut().zip(&vo) {
-                *a = fma16(splat16(vk[o]), wv, *a);
+    fn block16<const R: usize, const NV: usize>(
+        &self,
+        v: &[f32],
+        w: &[f32],
+        [ci0, co0]: [usize; 2],
+        m: &mut [f32],
+    ) {
+        let (cip, cop) = (self.cip, self.cop);
+        let mut acc = [[splat16(0.0); NV]; R];
+        for (r, ar) in acc.iter_mut().enumerate() {
+            for (j, a) in ar.iter_mut().enumerate() {
+                *a = load16(&m[(ci0 + r) * cop + co0 + 16 * j..]);
             }
         }
-        for (r, &a) in acc.iter().enumerate() {
-            store16(a, &mut m[(ci0 + r) * cop + co0..]);
+        for (vk, wk) in v.chunks_exact(cip).zip(w.chunks_exact(cop)) {
+            let (vk, wk) = (&vk[ci0..ci0 + R], &wk[co0..co0 + 16 * NV]);
+            let wv: [_; NV] = core::array::from_fn(|j| load16(&wk[16 * j..]));
+            for (ar, &s) in acc.iter_mut().zip(vk) {
+                let s = splat16(s);
+                for (a, &x) in ar.iter_mut().zip(&wv) {
+                    *a = fma16(s, x, *a);
+                }
+            }
+        }
+        for (r, ar) in acc.iter().enumerate() {
+            for (j, &a) in ar.iter().enumerate() {
+                store16(a, &mut m[(ci0 + r) * cop + co0 + 16 * j..]);
+            }
         }
     }
 
-    /// `R` input channels from `ci0` x `NV` vectors of output channels from `co0`, over
-    /// every `k` of `v` (`[k][ci / 8][xi][8]`) and `w` (`[k][co / 8][xi][8]`).
+    /// `R` input channels from `ci0` x `NV` vectors of 8 output channels from `co0`, over
+    /// every `k` of `v` (`[k][ci]`) and `w` (`[k][co]`).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     fn block<const R: usize, const NV: usize>(
         &self,
         v: &[f32],
         w: &[f32],
-        [xi, ci0, co0]: [usize; 3],
+        [ci0, co0]: [usize; 2],
         m: &mut [f32],
     ) {
-        let cop = self.cop;
-        let vo: [usize; R] = core::array::from_fn(|r| ((ci0 + r) / 8 * 16 + xi) * 8 + (ci0 + r) % 8);
-        let wo: [usize; NV] = core::array::from_fn(|j| ((co0 / 8 + j) * 16 + xi) * 8);
+        let (cip, cop) = (self.cip, self.cop);
         let mut acc = [[splat(0.0); NV]; R];
         for (r, ar) in acc.iter_mut().enumerate() {
             for (j, a) in ar.iter_mut().enumerate() {
                 *a = load(&m[(ci0 + r) * cop + co0 + 8 * j..]);
             }
         }
-        for (vk, wk) in v
-            .chunks_exact(self.v_stride())
-            .zip(w.chunks_exact(self.w_stride()))
-        {
-            let mut wv = [splat(0.0); NV];
-            for (x, &o) in wv.iter_mut().zip(&wo) {
-                *x = load(&wk[o..]);
-            }
-            for (ar, &o) in acc.iter_mut().zip(&vo) {
-                let s = splat(vk[o]);
+        for (vk, wk) in v.chunks_exact(cip).zip(w.chunks_exact(cop)) {
+            let (vk, wk) = (&vk[ci0..ci0 + R], &wk[co0..co0 + 8 * NV]);
+            let wv: [_; NV] = core::array::from_fn(|j| load(&wk[8 * j..]));
+            for (ar, &s) in acc.iter_mut().zip(vk) {
+                let s = splat(s);
                 for (a, &x) in ar.iter_mut().zip(&wv) {
                     *a = fma(s, x, *a);
                 }
@@ -413,8 +424,8 @@ impl WinoWeight {
 }
 
 /// `dst[(y * row + x) * 8 + c] = src[c][y][x]` for `cs <= 8` planes of `h x w` (lanes
-/// past `cs` zero): 8 positions at a time through `transpose8`, a row's last vector
-/// read short where the planes end.
+/// past `cs` zero): 8 positions at a time through `transpose8`, a row's last
+/// vector read short where the planes end.
 #[target_feature(enable = "avx2,fma")]
 fn transpose_planes(src: &[f32], cs: usize, [h, w]: [usize; 2], row: usize, dst: &mut [f32]) {
     let plane = h * w;

@@ -67,8 +67,8 @@ fn winograd_weight_matches_generic_within_the_bound() {
     let mut rng = Rng::new(41);
     let mut seen = 0.0f32;
     // W1's conv2 and conv3 at batches 32 and 1, then odd planes (1x1 up), channels
-    // that are not multiples of 4 or 8, batches that are not multiples of 8 (and more
-    // samples than one chunk of transformed tiles holds), one channel in or out, many.
+    // that are not multiples of 4 or 8, batches that are not multiples of 8, one
+    // channel in or out, many.
     for (n, c_in, c_out, hw) in [
         (32, 8, 16, [14, 14]),
         (32, 16, 32, [7, 7]),

@@ -192,14 +192,15 @@ impl WinoWeight {
     /// R + j`): `input_transform`'s operations for that row.
     #[target_feature(enable = "avx2,fma")]
     fn input_row<const R: usize>(&self, xc: &[f32], c0: usize, v: &mut [f32]) {
-        let (cip, row) = (self.cip, (2 * self.tw + 2) * 8);
-        let stride = v.len() / 4;
+        let row = (2 * self.tw + 2) * 8;
         // `B^T`'s row `R`: `d[a] - d[b]`, or `d[a] + d[b]` for row 1.
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
+        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
         for ty in 0..self.th {
-            for tx in 0..self.tw {
-                let pa = &xc[(2 * ty + a) * row + 16 * tx..][..32];
-                let pb = &xc[(2 * ty + b) * row + 16 * tx..][..32];
+            // 4 x 8 words from column 2 tx of padded rows 2 ty + a and 2 ty + b.
+            let pa = xc[(2 * ty + a) * row..][..row].windows(32).step_by(16);
+            let pb = xc[(2 * ty + b) * row..][..row].windows(32).step_by(16);
+            for (pa, pb) in pa.zip(pb).take(self.tw) {
                 let e: [_; 4] = core::array::from_fn(|c| {
                     let (da, db) = (load(&pa[8 * c..]), load(&pb[8 * c..]));
                     if R == 1 {
@@ -209,9 +210,10 @@ impl WinoWeight {
                     }
                 });
                 let t = [sub(e[0], e[2]), add(e[1], e[2]), sub(e[2], e[1]), sub(e[1], e[3])];
-                let at = (ty * self.tw + tx) * cip + c0;
-                for (j, &tv) in t.iter().enumerate() {
-                    store(tv, &mut v[j * stride + at..]);
+                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
+                    if let Some(dst) = d.next() {
+                        store(tv, &mut dst[c0..]);
+                    }
                 }
             }
         }
@@ -223,12 +225,12 @@ impl WinoWeight {
     /// (`xi = 4 R + j`).
     #[target_feature(enable = "avx2,fma")]
     fn gradient_row<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
-        let (cop, row) = (self.cop, 2 * self.tw * 8);
-        let stride = w.len() / 4;
+        let row = 2 * self.tw * 8;
+        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(w, self.cop);
         for ty in 0..self.th {
-            for tx in 0..self.tw {
-                let g0 = &gc[2 * ty * row + 16 * tx..][..16];
-                let g1 = &gc[(2 * ty + 1) * row + 16 * tx..][..16];
+            let g0 = gc[2 * ty * row..][..row].chunks_exact(16);
+            let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(16);
+            for (g0, g1) in g0.zip(g1) {
                 // Rows g0, g0 + g1, g0 - g1, g1; then the same along the row.
                 let e = match R {
                     0 => [load(g0), load(&g0[8..])],
@@ -237,12 +239,26 @@ impl WinoWeight {
                     _ => [load(g1), load(&g1[8..])],
                 };
                 let t = [e[0], add(e[0], e[1]), sub(e[0], e[1]), e[1]];
-                let at = (ty * self.tw + tx) * cop + c0;
-                for (j, &tv) in t.iter().enumerate() {
-                    store(tv, &mut w[j * stride + at..]);
+                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
+                    if let Some(dst) = d.next() {
+                        store(tv, &mut dst[c0..]);
+                    }
                 }
             }
         }
+    }
+
+    /// The 4 columns of `t` ([`column`]) as iterators over their tiles' rows of `width`
+    /// words.
+    fn tile_rows<'a>(&self, t: &'a mut [f32], width: usize) -> [core::slice::ChunksExactMut<'a, f32>; 4] {
+        let n = self.th * self.tw * width;
+        let stride = t.len() / 4;
+        let mut cols = t.chunks_exact_mut(stride.max(1));
+        core::array::from_fn(|_| {
+            let c = cols.next().unwrap_or_default();
+            let n = n.min(c.len());
+            c[..n].chunks_exact_mut(width)
+        })
     }
 
     /// Blocks of `r` input channels from `ci0` (near-equal blocks of up to `rmax`) x

@@ -211,3 +211,21 @@ pub(super) fn winograd_weight_products(
         true
     }
 }
+
+/// Winograd backward-weight's transforms of one row of 4 `xi` with 16-lane vectors
+/// where the channels allow ([`WinoWeight::rows_wide`]); `false` (nothing written)
+/// without AVX-512F.
+pub(super) fn winograd_weight_rows(
+    ww: &WinoWeight,
+    r: usize,
+    xt: &[f32],
+    gt: &[f32],
+    v: &mut [f32],
+    w: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && {
+        unsafe { ww.rows_wide(r, xt, gt, v, w) };
+        true
+    }
+}

@@ -30,7 +30,7 @@
 //!   are declined.
 
 use super::avx2::{add, fma, load, splat, store, sub, transpose8};
-use super::avx512::{fma16, load16, splat16, store16};
+use super::avx512::{add16, fma16, load16, splat16, store16, sub16};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
 
@@ -125,29 +125,38 @@ impl WinoWeight {
         let pw = 2 * self.tw + 2;
         // Positions outside the planes and channels past `cin`/`cout` are never written:
         // they stay zero.
-        let (xp, gp) = ((2 * self.th + 2) * pw * 8, 4 * tiles * 8);
-        let xt = &mut xt[..self.cip / 8 * xp];
-        let gt = &mut gt[..self.cop / 8 * gp];
+        let (lx, lg) = self.lanes();
+        let (xp, gp) = ((2 * self.th + 2) * pw * lx, 4 * tiles * lg);
+        let xt = &mut xt[..self.cip / lx * xp];
+        let gt = &mut gt[..self.cop / lg * gp];
         let m = &mut m[..16 * self.cip * self.cop];
         let (v, w) = vw.split_at_mut(4 * (tiles * self.cip + PAD));
         let w = &mut w[..4 * (tiles * self.cop + PAD)];
         for n in 0..self.n {
-            for (c8, xc) in xt.chunks_exact_mut(xp).enumerate() {
-                let at = (n * self.cin + 8 * c8) * ip;
-                let cs = 8.min(self.cin - 8 * c8);
-                transpose_planes(&x[at..], cs, [self.h, self.w], pw, &mut xc[(pw + 1) * 8..]);
+            for c0 in (0..self.cin).step_by(8) {
+                let at = (n * self.cin + c0) * ip;
+                let dst = &mut xt[c0 / lx * xp + c0 % lx + (pw + 1) * lx..];
+                transpose_planes(&x[at..], 8.min(self.cin - c0), [self.h, self.w], [pw, lx], dst);
             }
-            for (c8, gc) in gt.chunks_exact_mut(gp).enumerate() {
-                let at = (n * self.cout + 8 * c8) * ip;
-                let cs = 8.min(self.cout - 8 * c8);
-                transpose_planes(&gy[at..], cs, [self.h, self.w], 2 * self.tw, gc);
+            for c0 in (0..self.cout).step_by(8) {
+                let at = (n * self.cout + c0) * ip;
+                let dst = &mut gt[c0 / lg * gp + c0 % lg..];
+                transpose_planes(
+                    &gy[at..],
+                    8.min(self.cout - c0),
+                    [self.h, self.w],
+                    [2 * self.tw, lg],
+                    dst,
+                );
             }
             for r in 0..4 {
-                match r {
-                    0 => self.rows::<0>(xt, gt, v, w),
-                    1 => self.rows::<1>(xt, gt, v, w),
-                    2 => self.rows::<2>(xt, gt, v, w),
-                    _ => self.rows::<3>(xt, gt, v, w),
+                if !(self.wide && super::avx512::winograd_weight_rows(self, r, xt, gt, v, w)) {
+                    match r {
+                        0 => self.rows::<0>(xt, gt, v, w),
+                        1 => self.rows::<1>(xt, gt, v, w),
+                        2 => self.rows::<2>(xt, gt, v, w),
+                        _ => self.rows::<3>(xt, gt, v, w),
+                    }
                 }
                 for j in 0..4 {
                     let m = &mut m[(4 * r + j) * self.cip * self.cop..][..self.cip * self.cop];
@@ -170,6 +179,114 @@ impl WinoWeight {
         }
         self.add_weights(m, gw);
         true
+    }
+
+    /// Channels per vector of the transposed planes and their transforms, input and
+    /// output gradient: 16 with AVX-512F where the padded count is a multiple of 16,
+    /// else 8 (each lane's operations are the same either way).
+    fn lanes(&self) -> (usize, usize) {
+        let l = |c: usize| if self.wide && c.is_multiple_of(16) { 16 } else { 8 };
+        (l(self.cip), l(self.cop))
+    }
+
+    /// [`WinoWeight::rows`] of row `r`, with 16-lane transforms where [`WinoWeight::lanes`]
+    /// says 16.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) fn rows_wide(&self, r: usize, xt: &[f32], gt: &[f32], v: &mut [f32], w: &mut [f32]) {
+        match r {
+            0 => self.rows16::<0>(xt, gt, v, w),
+            1 => self.rows16::<1>(xt, gt, v, w),
+            2 => self.rows16::<2>(xt, gt, v, w),
+            _ => self.rows16::<3>(xt, gt, v, w),
+        }
+    }
+
+    /// [`WinoWeight::rows`] with 16-lane transforms where [`WinoWeight::lanes`] says 16.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    fn rows16<const R: usize>(&self, xt: &[f32], gt: &[f32], v: &mut [f32], w: &mut [f32]) {
+        let (lx, lg) = self.lanes();
+        let xp = xt.len() / (self.cip / lx);
+        for (c, xc) in xt.chunks_exact(xp).enumerate() {
+            if lx == 16 {
+                self.input_row16::<R>(xc, 16 * c, v);
+            } else {
+                self.input_row::<R>(xc, 8 * c, v);
+            }
+        }
+        let gp = gt.len() / (self.cop / lg);
+        for (c, gc) in gt.chunks_exact(gp).enumerate() {
+            if lg == 16 {
+                self.gradient_row16::<R>(gc, 16 * c, w);
+            } else {
+                self.gradient_row::<R>(gc, 8 * c, w);
+            }
+        }
+    }
+
+    /// [`WinoWeight::input_row`] for input channels `c0..c0 + 16` (plane `xc`,
+    /// `[row][column][16]`).
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    fn input_row16<const R: usize>(&self, xc: &[f32], c0: usize, v: &mut [f32]) {
+        let row = (2 * self.tw + 2) * 16;
+        let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
+        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
+        for ty in 0..self.th {
+            let pa = xc[(2 * ty + a) * row..][..row].windows(64).step_by(32);
+            let pb = xc[(2 * ty + b) * row..][..row].windows(64).step_by(32);
+            for (pa, pb) in pa.zip(pb).take(self.tw) {
+                let e: [_; 4] = core::array::from_fn(|c| {
+                    let (da, db) = (load16(&pa[16 * c..]), load16(&pb[16 * c..]));
+                    if R == 1 {
+                        add16(da, db)
+                    } else {
+                        sub16(da, db)
+                    }
+                });
+                let t = [
+                    sub16(e[0], e[2]),
+                    add16(e[1], e[2]),
+                    sub16(e[2], e[1]),
+                    sub16(e[1], e[3]),
+                ];
+                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
+                    if let Some(dst) = d.next() {
+                        store16(tv, &mut dst[c0..]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`WinoWeight::gradient_row`] for output channels `c0..c0 + 16` (plane `gc`,
+    /// `[row][column][16]`).
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    fn gradient_row16<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
+        let row = 2 * self.tw * 16;
+        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(w, self.cop);
+        for ty in 0..self.th {
+            let g0 = gc[2 * ty * row..][..row].chunks_exact(32);
+            let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(32);
+            for (g0, g1) in g0.zip(g1) {
+                let e = match R {
+                    0 => [load16(g0), load16(&g0[16..])],
+                    1 => [
+                        add16(load16(g0), load16(g1)),
+                        add16(load16(&g0[16..]), load16(&g1[16..])),
+                    ],
+                    2 => [
+                        sub16(load16(g0), load16(g1)),
+                        sub16(load16(&g0[16..]), load16(&g1[16..])),
+                    ],
+                    _ => [load16(g1), load16(&g1[16..])],
+                };
+                let t = [e[0], add16(e[0], e[1]), sub16(e[0], e[1]), e[1]];
+                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
+                    if let Some(dst) = d.next() {
+                        store16(tv, &mut dst[c0..]);
+                    }
+                }
+            }
+        }
     }
 
     /// Rows `R` of `V` and `W` ([`WinoWeight::input_row`], [`WinoWeight::gradient_row`])
@@ -439,11 +556,11 @@ impl WinoWeight {
     }
 }
 
-/// `dst[(y * row + x) * 8 + c] = src[c][y][x]` for `cs <= 8` planes of `h x w` (lanes
-/// past `cs` zero): 8 positions at a time through `transpose8`, a row's last
+/// `dst[(y * row + x) * step + c] = src[c][y][x]` for `cs <= 8` planes of `h x w`
+/// (lanes past `cs` zero): 8 positions at a time through `transpose8`, a row's last
 /// vector read short where the planes end.
 #[target_feature(enable = "avx2,fma")]
-fn transpose_planes(src: &[f32], cs: usize, [h, w]: [usize; 2], row: usize, dst: &mut [f32]) {
+fn transpose_planes(src: &[f32], cs: usize, [h, w]: [usize; 2], [row, step]: [usize; 2], dst: &mut [f32]) {
     let plane = h * w;
     for y in 0..h {
         let mut x = 0;
@@ -469,7 +586,7 @@ fn transpose_planes(src: &[f32], cs: usize, [h, w]: [usize; 2], row: usize, dst:
             };
             // Vector `j` holds position `x + j` of every channel.
             for (j, &v) in transpose8(rows).iter().enumerate().take(k) {
-                store(v, &mut dst[(y * row + x + j) * 8..]);
+                store(v, &mut dst[(y * row + x + j) * step..]);
             }
             x += k;
         }

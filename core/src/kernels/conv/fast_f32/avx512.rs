@@ -229,3 +229,85 @@ pub(super) fn winograd_weight_rows(
         true
     }
 }
+
+/// The 8x8 transposes of both 8-lane halves of 8 vectors: lane `j` of half `h` of
+/// vector `i` becomes lane `i` of half `h` of vector `j` (`avx2::transpose8` on each
+/// half, with half as many instructions).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn transpose8x2(r: [F16; 8]) -> [F16; 8] {
+    use core::arch::x86_64::{
+        _mm512_permutex2var_ps, _mm512_setr_epi32, _mm512_shuffle_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps,
+    };
+    let lo = |a: F16, b: F16| _mm512_unpacklo_ps(a.0, b.0);
+    let hi = |a: F16, b: F16| _mm512_unpackhi_ps(a.0, b.0);
+    // As `transpose8`, within each 128-bit quarter.
+    let t = [
+        lo(r[0], r[1]),
+        hi(r[0], r[1]),
+        lo(r[2], r[3]),
+        hi(r[2], r[3]),
+        lo(r[4], r[5]),
+        hi(r[4], r[5]),
+        lo(r[6], r[7]),
+        hi(r[6], r[7]),
+    ];
+    let u = [
+        _mm512_shuffle_ps::<0x44>(t[0], t[2]),
+        _mm512_shuffle_ps::<0xEE>(t[0], t[2]),
+        _mm512_shuffle_ps::<0x44>(t[1], t[3]),
+        _mm512_shuffle_ps::<0xEE>(t[1], t[3]),
+        _mm512_shuffle_ps::<0x44>(t[4], t[6]),
+        _mm512_shuffle_ps::<0xEE>(t[4], t[6]),
+        _mm512_shuffle_ps::<0x44>(t[5], t[7]),
+        _mm512_shuffle_ps::<0xEE>(t[5], t[7]),
+    ];
+    // Quarters 0 and 2 (or 1 and 3) of `a` and `b`, interleaved: `permute2f128` per half.
+    let even = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    let odd = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    let p = |a: __m512, i, b: __m512| F16(_mm512_permutex2var_ps(a, i, b));
+    [
+        p(u[0], even, u[4]),
+        p(u[1], even, u[5]),
+        p(u[2], even, u[6]),
+        p(u[3], even, u[7]),
+        p(u[0], odd, u[4]),
+        p(u[1], odd, u[5]),
+        p(u[2], odd, u[6]),
+        p(u[3], odd, u[7]),
+    ]
+}
+
+/// Lanes 0-7 of `v`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn low8(v: F16) -> super::avx2::F8 {
+    super::avx2::F8(core::arch::x86_64::_mm512_castps512_ps256(v.0))
+}
+
+/// Lanes 8-15 of `v`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn high8(v: F16) -> super::avx2::F8 {
+    use core::arch::x86_64::{_mm256_castpd_ps, _mm512_extractf64x4_pd};
+    super::avx2::F8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(
+        v.0,
+    ))))
+}
+
+/// Winograd backward-weight's plane transposes 16 positions at a time
+/// ([`super::winograd_weight::transpose_planes16`]); `false` (nothing written) without
+/// AVX-512F.
+pub(super) fn winograd_weight_transpose(
+    src: &[f32],
+    cs: usize,
+    hw: [usize; 2],
+    layout: [usize; 2],
+    dst: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && {
+        unsafe { super::winograd_weight::transpose_planes16(src, cs, hw, layout, dst) };
+        true
+    }
+}

@@ -30,7 +30,7 @@
 //!   are declined.
 
 use super::avx2::{add, fma, load, splat, store, sub, transpose8};
-use super::avx512::{add16, fma16, load16, splat16, store16, sub16};
+use super::avx512::{add16, fma16, high8, load16, load16_first, low8, splat16, store16, sub16, transpose8x2};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
 
@@ -136,18 +136,24 @@ impl WinoWeight {
             for c0 in (0..self.cin).step_by(8) {
                 let at = (n * self.cin + c0) * ip;
                 let dst = &mut xt[c0 / lx * xp + c0 % lx + (pw + 1) * lx..];
-                transpose_planes(&x[at..], 8.min(self.cin - c0), [self.h, self.w], [pw, lx], dst);
+                let (src, cs) = (&x[at..], 8.min(self.cin - c0));
+                if !(self.wide
+                    && self.w > 8
+                    && super::avx512::winograd_weight_transpose(src, cs, [self.h, self.w], [pw, lx], dst))
+                {
+                    transpose_planes(src, cs, [self.h, self.w], [pw, lx], dst);
+                }
             }
             for c0 in (0..self.cout).step_by(8) {
                 let at = (n * self.cout + c0) * ip;
                 let dst = &mut gt[c0 / lg * gp + c0 % lg..];
-                transpose_planes(
-                    &gy[at..],
-                    8.min(self.cout - c0),
-                    [self.h, self.w],
-                    [2 * self.tw, lg],
-                    dst,
-                );
+                let (src, cs, layout) = (&gy[at..], 8.min(self.cout - c0), [2 * self.tw, lg]);
+                if !(self.wide
+                    && self.w > 8
+                    && super::avx512::winograd_weight_transpose(src, cs, [self.h, self.w], layout, dst))
+                {
+                    transpose_planes(src, cs, [self.h, self.w], layout, dst);
+                }
             }
             for r in 0..4 {
                 if !(self.wide && super::avx512::winograd_weight_rows(self, r, xt, gt, v, w)) {
@@ -589,6 +595,41 @@ fn transpose_planes(src: &[f32], cs: usize, [h, w]: [usize; 2], [row, step]: [us
                 store(v, &mut dst[(y * row + x + j) * step..]);
             }
             x += k;
+        }
+    }
+}
+
+/// [`transpose_planes`] 16 positions of a row at a time with 16-lane vectors: half the
+/// shuffles for rows over 8 positions.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(super) fn transpose_planes16(
+    src: &[f32],
+    cs: usize,
+    [h, w]: [usize; 2],
+    [row, step]: [usize; 2],
+    dst: &mut [f32],
+) {
+    let plane = h * w;
+    for y in 0..h {
+        let mut x = 0;
+        while x < w {
+            let n = 16.min(w - x);
+            let at = y * w + x;
+            let rows = core::array::from_fn(|c| match src.get(c * plane + at..) {
+                Some(s) if c < cs => load16_first(s, n),
+                _ => splat16(0.0),
+            });
+            // Vector `q` holds positions `x + q` (lanes 0-7) and `x + 8 + q` (lanes 8-15).
+            let d = &mut dst[(y * row + x) * step..];
+            for (q, &v) in transpose8x2(rows).iter().enumerate() {
+                if q < n {
+                    store(low8(v), &mut d[q * step..]);
+                }
+                if q + 8 < n {
+                    store(high8(v), &mut d[(q + 8) * step..]);
+                }
+            }
+            x += n;
         }
     }
 }

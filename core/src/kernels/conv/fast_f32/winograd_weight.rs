@@ -7,7 +7,8 @@
 //!   (B^T d B)[ci]` (`d` the 4x4 zero-padded input patch of the tile, `gy` its 2x2
 //!   block of the output gradient, zero past the plane).
 //! - Lanes are channels, not samples: both planes of a sample are transposed to
-//!   `[channel / 8][position][8]` (`transpose8`), so the transforms are vector additions
+//!   `[channel / L][position][L]` (`transpose8`; `L` 16 with AVX-512F where the padded
+//!   channel count is a multiple of 16, else 8), so the transforms are vector additions
 //!   and `M[xi][ci][co]` is a product over (sample, tile) of `W` vectors (8 or 16 output
 //!   channels) with broadcast `V` words: no horizontal sums, and `M` stays as small as
 //!   the weights (sample lanes would need 8 partial sums per weight).
@@ -15,8 +16,9 @@
 //!   written to columns `[xi % 4][tile][channel]` small enough to stay in L1, then each
 //!   `xi`'s products run as a register-blocked GEMM over the tiles (a block of input
 //!   channels x 2 vectors of output channels held in registers, contiguous loads).
-//!   Every sum takes its products in (sample, tile) order, so the 8- and 16-lane
-//!   products give the same bits.
+//!   Every sum takes its products in (sample, tile) order and each lane's transform
+//!   operations are the same at either width, so the 8- and 16-lane code give the same
+//!   bits.
 //! - Rounding differs from the direct kernels (the transforms add and halve); the
 //!   tests bound the difference relative to `sum |gy| |x|`.
 //! - A non-finite value in `x` or `gy` makes sums of `M` non-finite, and the

@@ -201,14 +201,15 @@ impl Wino {
     #[inline(never)]
     pub(super) fn run16(&self, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
         if self.cin * 4 * self.pw * 16 <= X_WORDS {
-            self.run16_in::<X_WORDS, Y_WORDS>(src, u, out, bias);
+            self.run16_in::<X_WORDS, { Y_WORDS + 256 }>(src, u, out, bias);
         } else {
-            self.run16_in::<X16_WORDS, Y16_WORDS>(src, u, out, bias);
+            self.run16_in::<X16_WORDS, { Y16_WORDS + 256 }>(src, u, out, bias);
         }
     }
 
-    /// [`Wino::run16`] with `X` words of transposed rows and `Y` of outputs (zeroed on
-    /// every call: no more than the shape needs).
+    /// [`Wino::run16`] with `X` words of transposed rows and `Y` of outputs, a vector's
+    /// slack for `transpose_out16`'s last reads included (zeroed on every call: no
+    /// more than the shape needs).
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
     fn run16_in<const X: usize, const Y: usize>(
@@ -397,7 +398,7 @@ impl Wino {
     }
 
     /// [`Wino::products`] of tiles `tx0..tx0 + nt` on 16 lanes, into `yb`
-    /// (`[channel][row][position][16]`, rows `2 * tb16` positions long). Blocks of 1 or
+    /// (as [`Wino::transpose_out16`] reads it). Blocks of 1 or
     /// 2 tiles, transformed just before their products so that every block of 8 output
     /// channels reads them from the L1 cache.
     #[target_feature(enable = "avx2,fma,avx512f")]
@@ -410,6 +411,7 @@ impl Wino {
         bias: Option<&[f32]>,
     ) {
         let Bufs16 { xb, vb, yb, m } = b;
+        let count = (2 * nt).min(self.w - 2 * tx0);
         let mut t0 = 0;
         while t0 < nt {
             let t = (nt - t0).min(self.block16_tiles());
@@ -419,15 +421,15 @@ impl Wino {
                 if cb + 1 < self.cb {
                     let b8 = bias8(bias, cb);
                     match t {
-                        2 => self.block16::<2, 8>(u, vb, m, [cb, t0], b8, yb),
-                        _ => self.block16::<1, 8>(u, vb, m, [cb, t0], b8, yb),
+                        2 => self.block16::<2, 8>(u, vb, m, [cb, t0, count], b8, yb),
+                        _ => self.block16::<1, 8>(u, vb, m, [cb, t0, count], b8, yb),
                     }
                     cb += 2;
                 } else {
                     let b4 = bias4(bias, cb);
                     match t {
-                        2 => self.block16::<2, 4>(u, vb, m, [cb, t0], b4, yb),
-                        _ => self.block16::<1, 4>(u, vb, m, [cb, t0], b4, yb),
+                        2 => self.block16::<2, 4>(u, vb, m, [cb, t0, count], b4, yb),
+                        _ => self.block16::<1, 4>(u, vb, m, [cb, t0, count], b4, yb),
                     }
                     cb += 1;
                 }
@@ -445,7 +447,7 @@ impl Wino {
         u: &[f32],
         vb: &[f32],
         m: &mut [F16; 256],
-        [cb, t0]: [usize; 2],
+        [cb, t0, count]: [usize; 3],
         bias: [f32; C],
         yb: &mut [f32],
     ) {
@@ -456,7 +458,7 @@ impl Wino {
                 mo.copy_from_slice(ao);
             }
         }
-        let row = 2 * self.tb16 * 16;
+        let cs = 4 * self.tb16;
         for (o, &bo) in bias.iter().enumerate().take(self.cout - 4 * cb) {
             let b = splat16(bo);
             for j in 0..T {
@@ -468,9 +470,12 @@ impl Wino {
                 for (r, sr) in s.iter().enumerate() {
                     let y0 = add16(add16(add16(sr[0], sr[1]), sr[2]), b);
                     let y1 = add16(sub16(sub16(sr[1], sr[2]), sr[3]), b);
-                    let at = ((4 * cb + o) * 2 + r) * row + 2 * (t0 + j) * 16;
+                    let x = 2 * (t0 + j);
+                    let at = ((4 * cb + o) * cs + r * count + x) * 16;
                     store16(y0, &mut yb[at..]);
-                    store16(y1, &mut yb[at + 16..]);
+                    if x + 1 < count {
+                        store16(y1, &mut yb[at + 16..]);
+                    }
                 }
             }
         }
@@ -513,8 +518,9 @@ impl Wino {
         acc
     }
 
-    /// [`Wino::transpose_out`] of every output channel from 16-lane `yb`, 16 positions
-    /// at a time.
+    /// [`Wino::transpose_out`] of every output channel from 16-lane `yb`
+    /// (`[channel][row][position][16]`, `4 tb16` positions a channel, the two rows
+    /// adjacent), 16 positions at a time.
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn transpose_out16(
         &self,
@@ -528,7 +534,7 @@ impl Wino {
         let x0 = 2 * tx0;
         let count = (2 * nt).min(self.w - x0);
         let rows = 2.min(self.h - 2 * ty);
-        let row = 2 * self.tb16 * 16;
+        let cs = 4 * self.tb16;
         let (runs, len) = if count == self.w {
             (1, rows * count)
         } else {
@@ -536,19 +542,12 @@ impl Wino {
         };
         for co in 0..self.cout {
             for r in 0..runs {
-                let src = &yb[(co * 2 + r) * row..];
+                let src = &yb[(co * cs + r * count) * 16..];
                 let mut p = 0;
                 while p < len {
                     let k = 16.min(len - p);
-                    let mut v = [splat16(0.0); 16];
-                    let (mut ry, mut rx) = (p / count, p % count);
-                    for vi in v.iter_mut().take(k) {
-                        *vi = load16(&src[ry * row + rx * 16..]);
-                        rx += 1;
-                        if rx == count {
-                            (ry, rx) = (ry + 1, 0);
-                        }
-                    }
+                    // Vectors past `k` hold whatever follows (dropped below).
+                    let v = core::array::from_fn(|j| load16(&src[(p + j) * 16..]));
                     // Vector `s` holds positions `p..p + k` of sample `s`.
                     let per_sample = transpose16(v);
                     for (s, &ps) in per_sample.iter().enumerate().take(ns) {

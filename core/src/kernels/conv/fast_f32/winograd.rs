@@ -361,10 +361,11 @@ impl Wino {
     /// tiles and input channels, and a cache line, as [`Wino::v_stride`]).
     const XS16: usize = 32 * 16 + 16;
 
-    /// Tiles per 16-lane block: 2, or 1 past 16 input channels (a block's transformed
-    /// inputs, 1 KiB per tile and channel, stay within 32 KiB).
+    /// Tiles per 16-lane block: 2 up to 16 input channels, else 1 (a block's transformed
+    /// inputs, 1 KiB per tile and channel, stay within 32 KiB); 1 for up to 8 output
+    /// channels, whose one block of channels reads them only once.
     fn block16_tiles(&self) -> usize {
-        if self.cin <= 16 {
+        if self.cin <= 16 && self.cout > 8 {
             2
         } else {
             1
@@ -418,18 +419,19 @@ impl Wino {
             self.input_tiles16(xb, slots, tx0 + t0, t, vb);
             let mut cb = 0;
             while cb < self.cb {
+                let at = [cb, t0, count];
                 if cb + 1 < self.cb {
                     let b8 = bias8(bias, cb);
                     match t {
-                        2 => self.block16::<2, 8>(u, vb, m, [cb, t0, count], b8, yb),
-                        _ => self.block16::<1, 8>(u, vb, m, [cb, t0, count], b8, yb),
+                        2 => self.block16::<2, 8>(u, vb, m, at, b8, yb),
+                        _ => self.block16::<1, 8>(u, vb, m, at, b8, yb),
                     }
                     cb += 2;
                 } else {
                     let b4 = bias4(bias, cb);
                     match t {
-                        2 => self.block16::<2, 4>(u, vb, m, [cb, t0, count], b4, yb),
-                        _ => self.block16::<1, 4>(u, vb, m, [cb, t0, count], b4, yb),
+                        2 => self.block16::<2, 4>(u, vb, m, at, b4, yb),
+                        _ => self.block16::<1, 4>(u, vb, m, at, b4, yb),
                     }
                     cb += 1;
                 }

@@ -420,7 +420,11 @@ impl Wino {
             let mut cb = 0;
             while cb < self.cb {
                 let at = [cb, t0, count];
-                if cb + 1 < self.cb {
+                if t == 1 && cb + 3 < self.cb {
+                    let b16 = core::array::from_fn(|o| bias4(bias, cb + o / 4)[o % 4]);
+                    self.block16::<1, 16>(u, vb, m, at, b16, yb);
+                    cb += 4;
+                } else if cb + 1 < self.cb {
                     let b8 = bias8(bias, cb);
                     match t {
                         2 => self.block16::<2, 8>(u, vb, m, at, b8, yb),
@@ -495,21 +499,26 @@ impl Wino {
         cb: usize,
     ) -> [[F16; T]; C] {
         let cw = self.cin * 4;
-        // The weights of channels `4 cb..` and, for 8, `4 cb + 4..` (else the same).
-        let u0 = &u[(xi * self.cb + cb) * cw..][..cw];
-        let u1 = &u[(xi * self.cb + cb + C / 8) * cw..][..cw];
+        // The weights of channels `4 cb..`, `4 cb + 4..` and so on for `C / 4` blocks
+        // (the others repeat the first, unread).
+        let ub = |k: usize| {
+            let k = if 4 * k < C { k } else { 0 };
+            &u[(xi * self.cb + cb + k) * cw..][..cw]
+        };
+        let (u0, u1, u2, u3) = (ub(0), ub(1), ub(2), ub(3));
         let vx = &vb[xi * Self::XS16..][..self.cin * T * 16];
         let mut acc = [[splat16(0.0); T]; C];
-        for ((vr, w0), w1) in vx
-            .chunks_exact(T * 16)
-            .zip(u0.chunks_exact(4))
+        let ws = u0
+            .chunks_exact(4)
             .zip(u1.chunks_exact(4))
-        {
+            .zip(u2.chunks_exact(4))
+            .zip(u3.chunks_exact(4));
+        for (vr, (((w0, w1), w2), w3)) in vx.chunks_exact(T * 16).zip(ws) {
             let mut v = [splat16(0.0); T];
             for (j, vj) in v.iter_mut().enumerate() {
                 *vj = load16(&vr[16 * j..]);
             }
-            let w = [w0, w1];
+            let w = [w0, w1, w2, w3];
             for (o, a) in acc.iter_mut().enumerate() {
                 let s = splat16(w[o / 4][o % 4]);
                 for (aj, &vj) in a.iter_mut().zip(&v) {

@@ -372,13 +372,20 @@ impl Wino {
         }
     }
 
-    /// [`Wino::input_tiles`] on 16 lanes: `vb` is `[xi][ci][tile][16]`, `xi` apart by
-    /// [`Wino::XS16`].
+    /// [`Wino::input_tiles`] of input channels `k0..k1` on 16 lanes: `vb` is
+    /// `[xi][ci - k0][tile][16]`, `xi` apart by [`Wino::XS16`].
     #[target_feature(enable = "avx2,fma,avx512f")]
-    fn input_tiles16(&self, xb: &[f32], slots: [usize; 4], tx0: usize, nt: usize, vb: &mut [f32]) {
+    fn input_tiles16(
+        &self,
+        xb: &[f32],
+        slots: [usize; 4],
+        [tx0, nt]: [usize; 2],
+        [k0, k1]: [usize; 2],
+        vb: &mut [f32],
+    ) {
         let rw = self.pw * 16;
         let xs = Self::XS16;
-        for ci in 0..self.cin {
+        for ci in k0..k1 {
             let chan = &xb[ci * 4 * rw..][..4 * rw];
             for t in 0..nt {
                 let c0 = 2 * (tx0 + t) * 16;
@@ -391,7 +398,7 @@ impl Wino {
                 }
                 for (r, v) in input_transform16(d).iter().enumerate() {
                     for (c, &vv) in v.iter().enumerate() {
-                        store16(vv, &mut vb[(4 * r + c) * xs + (ci * nt + t) * 16..]);
+                        store16(vv, &mut vb[(4 * r + c) * xs + ((ci - k0) * nt + t) * 16..]);
                     }
                 }
             }
@@ -416,7 +423,21 @@ impl Wino {
         let mut t0 = 0;
         while t0 < nt {
             let t = (nt - t0).min(self.block16_tiles());
-            self.input_tiles16(xb, slots, tx0 + t0, t, vb);
+            let at = [t0, count];
+            if t == 1 && self.cin > 16 {
+                // One block of channels: chunks of 16 input channels.
+                let done = match self.cb {
+                    1 => self.chunked16::<4>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+                    2 => self.chunked16::<8>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+                    4 => self.chunked16::<16>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+                    _ => false,
+                };
+                if done {
+                    t0 += 1;
+                    continue;
+                }
+            }
+            self.input_tiles16(xb, slots, [tx0 + t0, t], [0, self.cin], vb);
             let mut cb = 0;
             while cb < self.cb {
                 let at = [cb, t0, count];
@@ -457,13 +478,74 @@ impl Wino {
         bias: [f32; C],
         yb: &mut [f32],
     ) {
-        // `m[(xi C + o) T + j]`: channel `o`, tile `j`.
+        self.accumulate16::<T, C>(u, vb, m, [cb, 0, self.cin]);
+        self.untransform16::<T, C>(m, [cb, t0, count], bias, yb);
+    }
+
+    /// One tile x all `C = 4 cb` output channels (one block), input channels in chunks
+    /// of 16 transformed just before their products, `M` summed across chunks in `m`
+    /// in the same order (the transformed inputs of one chunk, 16 KiB, and its weights
+    /// stay in the L1 cache). `true` once done.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    fn chunked16<const C: usize>(
+        &self,
+        u: &[f32],
+        [xb, vb]: [&mut [f32]; 2],
+        m: &mut [F16; 256],
+        slots: [usize; 4],
+        tx0: usize,
+        [t0, count]: [usize; 2],
+        bias: Option<&[f32]>,
+        yb: &mut [f32],
+    ) -> bool {
+        for c0 in (0..self.cin).step_by(16) {
+            let c1 = (c0 + 16).min(self.cin);
+            self.input_tiles16(xb, slots, [tx0 + t0, 1], [c0, c1], vb);
+            self.accumulate16::<1, C>(u, vb, m, [0, c0, c1]);
+        }
+        let b = core::array::from_fn(|o| bias4(bias, o / 4)[o % 4]);
+        self.untransform16::<1, C>(m, [0, t0, count], b, yb);
+        true
+    }
+
+    /// `m = M` of the `T` tiles in `vb` (input channels `c0..c1`) x `C` output channels
+    /// from `4 cb`, `m[(xi C + o) T + j]` (channel `o`, tile `j`); from `c0 > 0` the sums
+    /// go on from those in `m`.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn accumulate16<const T: usize, const C: usize>(
+        &self,
+        u: &[f32],
+        vb: &[f32],
+        m: &mut [F16; 256],
+        [cb, c0, c1]: [usize; 3],
+    ) {
         for (xi, mx) in m.chunks_exact_mut(C * T).take(16).enumerate() {
-            let acc = self.xi_products::<T, C>(u, vb, xi, cb);
+            let mut acc = [[splat16(0.0); T]; C];
+            if c0 > 0 {
+                for (ao, mo) in acc.iter_mut().zip(mx.chunks_exact(T)) {
+                    ao.copy_from_slice(mo);
+                }
+            }
+            self.xi_products::<T, C>(u, vb, xi, [cb, c0, c1], &mut acc);
             for (mo, ao) in mx.chunks_exact_mut(T).zip(&acc) {
                 mo.copy_from_slice(ao);
             }
         }
+    }
+
+    /// `A^T M A + bias` of the `T` tiles from `t0` x `C` channels from `4 cb` in `m`
+    /// (as [`Wino::accumulate16`] leaves it), into `yb`.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn untransform16<const T: usize, const C: usize>(
+        &self,
+        m: &[F16; 256],
+        [cb, t0, count]: [usize; 3],
+        bias: [f32; C],
+        yb: &mut [f32],
+    ) {
         let cs = 4 * self.tb16;
         for (o, &bo) in bias.iter().enumerate().take(self.cout - 4 * cb) {
             let b = splat16(bo);
@@ -487,8 +569,8 @@ impl Wino {
         }
     }
 
-    /// `M[xi]` of the `T` tiles in `vb` x `C` channels from `4 cb`: the sums over input
-    /// channels of `U . V`, in their order.
+    /// `acc += M[xi]` of the `T` tiles in `vb` (input channels `c0..c1`) x `C` channels
+    /// from `4 cb`: the sums over input channels of `U . V`, in their order.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
     fn xi_products<const T: usize, const C: usize>(
@@ -496,18 +578,18 @@ impl Wino {
         u: &[f32],
         vb: &[f32],
         xi: usize,
-        cb: usize,
-    ) -> [[F16; T]; C] {
+        [cb, c0, c1]: [usize; 3],
+        acc: &mut [[F16; T]; C],
+    ) {
         let cw = self.cin * 4;
         // The weights of channels `4 cb..`, `4 cb + 4..` and so on for `C / 4` blocks
         // (the others repeat the first, unread).
         let ub = |k: usize| {
             let k = if 4 * k < C { k } else { 0 };
-            &u[(xi * self.cb + cb + k) * cw..][..cw]
+            &u[(xi * self.cb + cb + k) * cw + c0 * 4..][..(c1 - c0) * 4]
         };
         let (u0, u1, u2, u3) = (ub(0), ub(1), ub(2), ub(3));
-        let vx = &vb[xi * Self::XS16..][..self.cin * T * 16];
-        let mut acc = [[splat16(0.0); T]; C];
+        let vx = &vb[xi * Self::XS16..][..(c1 - c0) * T * 16];
         let ws = u0
             .chunks_exact(4)
             .zip(u1.chunks_exact(4))
@@ -526,7 +608,6 @@ impl Wino {
                 }
             }
         }
-        acc
     }
 
     /// [`Wino::transpose_out`] of every output channel from 16-lane `yb`

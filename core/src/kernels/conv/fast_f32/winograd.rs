@@ -34,7 +34,7 @@
 //!   (16 KiB): at most the same. The two sets are never on the stack together. Shapes
 //!   they do not hold are declined (the strip kernels take them).
 
-use super::avx2::{add, fma, load, splat, store, sub, transpose8, F8};
+use super::avx2::{add, fma, load, mul, splat, store, sub, transpose8, F8};
 use super::avx512::{
     add16, fma16, high_halves, load16, load16_first, low_halves, splat16, store16, store16_first, sub16,
     transpose16, F16,
@@ -147,26 +147,41 @@ impl Wino {
     }
 
     /// `U = G g G^T` of every channel pair, kernel tap `t` (row-major) of the pair
-    /// `(co, ci)` being `wt(co, ci, t)`; channels past `cout` stay zero.
+    /// `(co, ci)` being `wt(co, ci, t)`; channels past `cout` zero. A vector holds 2
+    /// input channels x 4 output channels, the order `u_at` keeps them in.
+    #[target_feature(enable = "avx2,fma")]
     fn weights(&self, u: &mut [f32], wt: impl Fn(usize, usize, usize) -> f32) {
-        let u = &mut u[..16 * self.cb * 4 * self.cin];
-        u.fill(0.0);
-        let g3 = |a: f32, b: f32, c: f32| [a, 0.5 * (a + b + c), 0.5 * (a - b + c), c];
-        for co in 0..self.cout {
-            for ci in 0..self.cin {
-                let mut k = [0.0f32; 9];
-                for (t, kt) in k.iter_mut().enumerate() {
-                    *kt = wt(co, ci, t);
+        let half = splat(0.5);
+        let g3 = |a: F8, b: F8, c: F8| [a, mul(half, add(add(a, b), c)), mul(half, add(sub(a, b), c)), c];
+        for cb in 0..self.cb {
+            for ci0 in (0..self.cin).step_by(2) {
+                // Lane `l`: output channel `4 cb + l % 4`, input channel `ci0 + l / 4`.
+                let mut taps = [[0.0f32; 8]; 9];
+                for l in 0..8 {
+                    let (co, ci) = (4 * cb + l % 4, ci0 + l / 4);
+                    if co < self.cout && ci < self.cin {
+                        for (t, tt) in taps.iter_mut().enumerate() {
+                            tt[l] = wt(co, ci, t);
+                        }
+                    }
+                }
+                let mut k = [splat(0.0); 9];
+                for (kt, tt) in k.iter_mut().zip(&taps) {
+                    *kt = load(tt);
                 }
                 // `G g` (4 x 3), then `(G g) G^T` row by row.
-                let mut cols = [[0.0f32; 4]; 3];
-                for (c, col) in cols.iter_mut().enumerate() {
-                    *col = g3(k[c], k[3 + c], k[6 + c]);
-                }
-                for r in 0..4 {
-                    let row = g3(cols[0][r], cols[1][r], cols[2][r]);
-                    for (c, &v) in row.iter().enumerate() {
-                        u[self.u_at(4 * r + c, co, ci)] = v;
+                let cols: [[F8; 4]; 3] = core::array::from_fn(|c| g3(k[c], k[3 + c], k[6 + c]));
+                let [c0, c1, c2] = cols;
+                for (r, ((&x, &y), &z)) in c0.iter().zip(&c1).zip(&c2).enumerate() {
+                    for (c, &v) in g3(x, y, z).iter().enumerate() {
+                        let at = self.u_at(4 * r + c, 4 * cb, ci0);
+                        if ci0 + 1 < self.cin {
+                            store(v, &mut u[at..]);
+                        } else {
+                            let mut t = [0.0f32; 8];
+                            store(v, &mut t);
+                            u[at..at + 4].copy_from_slice(&t[..4]);
+                        }
                     }
                 }
             }

@@ -20,11 +20,12 @@
 //!   direct kernel may give `inf`.
 //! - With AVX-512F (`avx512.rs`) the whole pipeline runs on 16 lanes, 16 samples per
 //!   vector (`run16`): 16x16 transposes in and out, and the input transform done for
-//!   blocks of 1 or 2 tiles just before their products, so that every block of 8
-//!   output channels reads them from the L1 cache. Shapes its buffers do not hold
-//!   (more than 32 input channels) keep 8-sample groups, with the products on 16 lanes two tiles
-//!   per vector. Either way each lane's arithmetic is the 8-lane one: the same results
-//!   bit for bit.
+//!   blocks of 1 or 2 tiles just before their products, so that the blocks of output
+//!   channels read them from the L1 cache (past 16 input channels, one block of all
+//!   output channels takes the input channels in chunks of 16). Shapes its buffers do
+//!   not hold (more than 32 input channels), and a last group of 8 samples or fewer,
+//!   keep 8-sample groups, with the products on 16 lanes two tiles per vector. Either
+//!   way each lane's arithmetic is the 8-lane one: the same results bit for bit.
 //! - Stack only, no heap: transformed weights (`U_WORDS`, 32 KiB); for 8-sample groups
 //!   padded transposed rows (`X_WORDS`, 40 KiB), transformed inputs of one pass
 //!   (`V_WORDS`, 65 KiB, a whole tile row of W1's layers), outputs of one pass
@@ -189,23 +190,28 @@ impl Wino {
     }
 
     /// `out = bias + conv(src)` (`bias` is `Some`) or `out += conv(src)` (`None`):
-    /// groups of 16 samples where [`Wino::run16`] takes them, else of 8.
+    /// groups of 16 samples where [`Wino::run16`] takes them, but a last group of 8
+    /// or fewer (which would leave half its lanes idle) as the others, in groups of 8.
     #[target_feature(enable = "avx2,fma")]
     fn run(&self, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
-        if !super::avx512::winograd_run16(self, src, u, out, bias) {
-            self.run8(src, u, out, bias);
-        }
+        let n16 = if self.n % 16 > 8 { self.n } else { self.n / 16 * 16 };
+        let head = Wino { n: n16, ..*self };
+        let done = n16 > 0 && super::avx512::winograd_run16(&head, src, u, out, bias);
+        self.run8(if done { n16 } else { 0 }, src, u, out, bias);
     }
 
-    /// [`Wino::run`] in groups of 8 samples. Not inlined: its buffers and
-    /// [`Wino::run16`]'s are never on the stack together.
+    /// [`Wino::run`] of samples `from..` in groups of 8 (none if `from` is `n`). Not
+    /// inlined: its buffers and [`Wino::run16`]'s are never on the stack together.
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
-    fn run8(&self, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
+    fn run8(&self, from: usize, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
+        if from >= self.n {
+            return;
+        }
         let mut xb = [0.0f32; X_WORDS];
         let mut vb = [0.0f32; V_WORDS];
         let mut yb = [0.0f32; Y_WORDS];
-        for n0 in (0..self.n).step_by(8) {
+        for n0 in (from..self.n).step_by(8) {
             let ns = 8.min(self.n - n0);
             self.group8([n0, ns], src, u, [&mut xb, &mut vb, &mut yb], bias, out);
         }

@@ -20,9 +20,9 @@ use crate::kernels::conv::ConvGeom;
 use crate::kernels::norm::NormGeom;
 use crate::kernels::pool::{max, PoolGeom};
 use core::arch::x86_64::{
-    __cpuid, __cpuid_count, __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_permute2f128_ps,
-    _mm256_set1_ps, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_unpackhi_ps,
-    _mm256_unpacklo_ps, _xgetbv,
+    __cpuid, __cpuid_count, __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps,
+    _mm256_permute2f128_ps, _mm256_set1_ps, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_sub_ps,
+    _mm256_unpackhi_ps, _mm256_unpacklo_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -402,4 +402,11 @@ pub(crate) fn transpose8(r: [F8; 8]) -> [F8; 8] {
         F8(_mm256_permute2f128_ps::<0x31>(u[2], u[6])),
         F8(_mm256_permute2f128_ps::<0x31>(u[3], u[7])),
     ]
+}
+
+/// `a * b`, lane by lane.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn mul(a: F8, b: F8) -> F8 {
+    F8(_mm256_mul_ps(a.0, b.0))
 }

@@ -18,7 +18,8 @@ use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{
     __cpuid_count, __m512, _mm256_castps_pd, _mm512_add_ps, _mm512_castpd_ps, _mm512_castps256_ps512,
     _mm512_castps_pd, _mm512_fmadd_ps, _mm512_insertf64x4, _mm512_loadu_ps, _mm512_mask_storeu_ps,
-    _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_shuffle_f32x4, _mm512_storeu_ps, _mm512_sub_ps, _xgetbv,
+    _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_shuffle_f32x4, _mm512_shuffle_ps, _mm512_storeu_ps,
+    _mm512_sub_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -308,6 +309,56 @@ pub(super) fn winograd_weight_transpose(
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && {
         unsafe { super::winograd_weight::transpose_planes16(src, cs, hw, layout, dst) };
+        true
+    }
+}
+
+/// The 16x16 transpose: lane `j` of vector `i` becomes lane `i` of vector `j`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn transpose16(r: [F16; 16]) -> [F16; 16] {
+    // Pairs of rows interleaved, then 4 rows per 128-bit lane: `u[4i + k]` holds
+    // column `4L + k` of rows `4i..4i + 4` in its lane `L`.
+    let mut t = [r[0].0; 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i].0, r[2 * i + 1].0);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i].0, r[2 * i + 1].0);
+    }
+    let mut u = t;
+    for i in 0..4 {
+        u[4 * i] = _mm512_shuffle_ps::<0x44>(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_shuffle_ps::<0xEE>(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_shuffle_ps::<0x44>(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_shuffle_ps::<0xEE>(t[4 * i + 1], t[4 * i + 3]);
+    }
+    // Lanes 0 and 2 (`0x88`) or 1 and 3 (`0xDD`) of two vectors, twice.
+    let mut out = [r[0]; 16];
+    for k in 0..4 {
+        let a = _mm512_shuffle_f32x4::<0x88>(u[k], u[4 + k]);
+        let b = _mm512_shuffle_f32x4::<0xDD>(u[k], u[4 + k]);
+        let c = _mm512_shuffle_f32x4::<0x88>(u[8 + k], u[12 + k]);
+        let d = _mm512_shuffle_f32x4::<0xDD>(u[8 + k], u[12 + k]);
+        out[k] = F16(_mm512_shuffle_f32x4::<0x88>(a, c));
+        out[4 + k] = F16(_mm512_shuffle_f32x4::<0x88>(b, d));
+        out[8 + k] = F16(_mm512_shuffle_f32x4::<0xDD>(a, c));
+        out[12 + k] = F16(_mm512_shuffle_f32x4::<0xDD>(b, d));
+    }
+    out
+}
+
+/// Winograd's whole pipeline in groups of 16 samples, one per lane ([`Wino::run16`]);
+/// `false` (nothing written) without AVX-512F or where the 16-lane buffers do not
+/// hold the shape.
+pub(super) fn winograd_run16(
+    w: &Wino,
+    src: &[f32],
+    u: &[f32],
+    out: &mut [f32],
+    bias: Option<Option<&[f32]>>,
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && w.takes16() && {
+        unsafe { w.run16(src, u, out, bias) };
         true
     }
 }

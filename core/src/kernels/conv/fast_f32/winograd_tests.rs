@@ -91,8 +91,10 @@ fn winograd_matches_generic_within_the_bound() {
     let mut rng = Rng::new(23);
     let mut seen = 0.0f32;
     // W1's conv2 and conv3 at batches 32 and 1, then odd planes (1x1 up), leftover
-    // channels (not multiples of 4), batches that leave 1-7 samples in the last group,
-    // one channel in or out, many channels.
+    // channels (not multiples of 4), batches that leave 1-7 samples in the last group
+    // of 8 or 1-15 in the last of 16, one channel in or out, many channels (more than
+    // 16 in: chunks of input channels in the 16-lane path; more than 32: 8-sample
+    // groups only).
     for (n, c_in, c_out, hw) in [
         (32, 8, 16, [14, 14]),
         (32, 16, 32, [7, 7]),
@@ -108,6 +110,11 @@ fn winograd_matches_generic_within_the_bound() {
         (5, 17, 13, [6, 11]),
         (4, 40, 8, [4, 4]),
         (2, 8, 64, [15, 1]),
+        (25, 5, 7, [9, 7]),
+        (20, 32, 16, [7, 7]),
+        (17, 33, 6, [5, 5]),
+        (18, 24, 3, [5, 6]),
+        (19, 20, 8, [3, 7]),
     ] {
         let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
         let [f, b] = compare(&mut rng, &g);

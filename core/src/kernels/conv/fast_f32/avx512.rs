@@ -210,3 +210,11 @@ pub(super) fn winograd_weight_products(
         true
     }
 }
+
+/// `one16.rs`'s forward (one-input-channel 3x3 "same" convolutions, 16 flat outputs
+/// per vector, 8 channels per tile); `false` (nothing written) without AVX-512F or
+/// for shapes it does not cover.
+pub(super) fn one_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one16::forward(g, x, w, b, y) }
+}

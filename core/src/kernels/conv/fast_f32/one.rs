@@ -18,6 +18,8 @@
 //! - Backward-weight: a tile is `NB` output channels x the 3 taps of one kernel row, as
 //!   8-lane partial sums over every position of every sample (kept in a stack buffer
 //!   between samples) and summed across lanes once per call.
+//! - With AVX-512F the forward is `one16.rs`'s (the same copies, 16-lane vectors, 8
+//!   channels per tile, stores aligned to cache lines); this file's tiles run without it.
 //! - Only stride 1, dilation 1, padding 1, planes of at least 8 words whose three copies
 //!   fit [`X_WORDS`]; anything else answers `false` and the caller falls back.
 
@@ -26,7 +28,7 @@ use super::strip::copy_short;
 use crate::kernels::conv::ConvGeom;
 
 /// Words of the stack buffer holding the three copies of an input plane (24 KiB).
-const X_WORDS: usize = 6144;
+pub(super) const X_WORDS: usize = 6144;
 /// Output channels per tile.
 pub(super) const NB: usize = 4;
 /// Output channels whose lane sums one backward-weight pass keeps (9 KiB).
@@ -34,25 +36,25 @@ const OC_CHUNK: usize = 32;
 
 /// The three zero-bordered copies of one input plane (sizes in words).
 #[derive(Clone, Copy)]
-struct Flat {
-    h: usize,
-    w: usize,
-    hw: usize,
+pub(super) struct Flat {
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) hw: usize,
     /// Where a copy's plane starts: at least `w + 1` zeros before it, rounded up to a
     /// whole vector so that the copy's stores are aligned.
-    at: usize,
+    pub(super) at: usize,
     /// Words per copy (a multiple of 8): `at` zeros, the plane, at least `w + 1 + 7` zeros.
-    chan: usize,
+    pub(super) chan: usize,
 }
 
 /// The stack buffer of the three copies, aligned to a vector.
 #[repr(align(32))]
-struct Buf([f32; X_WORDS]);
+pub(super) struct Buf(pub(super) [f32; X_WORDS]);
 
 impl Flat {
     /// The layout for `g`, or `None` if `g` is not a one-channel 3x3 "same" convolution
     /// this file covers.
-    fn new(g: &ConvGeom) -> Option<Flat> {
+    pub(super) fn new(g: &ConvGeom) -> Option<Flat> {
         let fits = g.stride == [1, 1]
             && g.dil == [1, 1]
             && [g.kh, g.kw] == [3, 3]
@@ -78,7 +80,7 @@ impl Flat {
 
     /// Offset, from an output position, of the word tap `t` reads in the buffer.
     #[inline(always)]
-    fn off(&self, t: usize) -> usize {
+    pub(super) fn off(&self, t: usize) -> usize {
         let (ky, kx) = (t / 3, t % 3);
         kx * self.chan + self.at - self.w - 1 + ky * self.w + kx
     }
@@ -116,6 +118,9 @@ pub(super) fn covers(g: &ConvGeom) -> bool {
 /// written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    if super::avx512::one_forward(g, x, w, b, y) {
+        return true;
+    }
     let Some(f) = Flat::new(g) else {
         return false;
     };

@@ -121,3 +121,30 @@ fn one_channel_3x3_kernels_match_generic() {
         }
     }
 }
+
+#[test]
+fn one_channel_forward_matches_generic_at_every_output_alignment() {
+    // The 16-lane forward starts its tiles where the output is 64-byte aligned: every
+    // offset of the output from such a boundary, on W1's plane and on odd ones.
+    let mut rng = Rng::new(29);
+    for (n, c_out, hw) in [(2, 8, [28, 28]), (2, 5, [7, 9]), (1, 12, [4, 5]), (3, 3, [17, 3])] {
+        let g = geom(n, 1, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let x = random(&mut rng, g.n * g.h * g.w);
+        let w = random(&mut rng, g.c_out * 9);
+        let b = random(&mut rng, g.c_out);
+        let len = g.n * g.c_out * g.oh * g.ow;
+        let mut want = vec![0.0; len];
+        generic::conv2d_forward(&g, &x, &w, Some(&b), &mut want);
+        for shift in 0..16 {
+            let mut buf = random(&mut rng, len + 16);
+            let y = &mut buf[shift..][..len];
+            fast::conv2d_forward(&g, &x, &w, Some(&b), y);
+            for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                    "{g:?} shift {shift} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+}

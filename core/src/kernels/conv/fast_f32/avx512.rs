@@ -218,3 +218,11 @@ pub(super) fn one_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>,
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { super::one16::forward(g, x, w, b, y) }
 }
+
+/// `one_weight16.rs`'s backward-weight (one-input-channel 3x3 "same" convolutions,
+/// 16 flat positions per vector); `false` (nothing written) without AVX-512F or for
+/// shapes it does not cover.
+pub(super) fn one_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one_weight16::backward_weight(g, gy, x, gw) }
+}

@@ -18,8 +18,9 @@
 //! - Backward-weight: a tile is `NB` output channels x the 3 taps of one kernel row, as
 //!   8-lane partial sums over every position of every sample (kept in a stack buffer
 //!   between samples) and summed across lanes once per call.
-//! - With AVX-512F the forward is `one16.rs`'s (the same copies, 16-lane vectors, 8
-//!   channels per tile, stores aligned to cache lines); this file's tiles run without it.
+//! - With AVX-512F the forward is `one16.rs`'s and the backward-weight
+//!   `one_weight16.rs`'s (the same copies, 16-lane vectors, 8 channels per tile, the
+//!   output or its gradient aligned to cache lines); this file's tiles run without it.
 //! - Only stride 1, dilation 1, padding 1, planes of at least 8 words whose three copies
 //!   fit [`X_WORDS`]; anything else answers `false` and the caller falls back.
 
@@ -239,6 +240,9 @@ impl Fwd<'_> {
 /// written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    if super::avx512::one_backward_weight(g, gy, x, gw) {
+        return true;
+    }
     let Some(f) = Flat::new(g) else {
         return false;
     };

@@ -103,7 +103,7 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
 impl Flat {
     /// `Flat::fill` 16 words at a time.
     #[target_feature(enable = "avx2,fma,avx512f")]
-    fn fill16(&self, buf: &mut [f32], x: &[f32]) {
+    pub(super) fn fill16(&self, buf: &mut [f32], x: &[f32]) {
         let x = &x[..self.hw];
         let (at, c, hw) = (self.at, self.chan, self.hw);
         let buf = &mut buf[..3 * c];

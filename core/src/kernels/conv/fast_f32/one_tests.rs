@@ -148,3 +148,31 @@ fn one_channel_forward_matches_generic_at_every_output_alignment() {
         }
     }
 }
+
+#[test]
+fn one_channel_backward_weight_matches_at_every_gradient_alignment() {
+    // The 16-lane backward-weight starts its sweep where the output gradient is
+    // 64-byte aligned and reads the positions around it with masked loads.
+    let mut rng = Rng::new(31);
+    for (n, c_out, hw) in [(2, 8, [28, 28]), (2, 5, [7, 9]), (1, 12, [4, 5]), (3, 3, [17, 3])] {
+        let g = geom(n, 1, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let x = random(&mut rng, g.n * g.h * g.w);
+        let len = g.n * g.c_out * g.oh * g.ow;
+        for shift in 0..16 {
+            let buf = random(&mut rng, len + 16);
+            let gy = &buf[shift..][..len];
+            let start = random(&mut rng, g.c_out * 9);
+            let mut gw = start.clone();
+            fast::conv2d_backward_weight(&g, gy, &x, &mut gw);
+            let (want, size) = weight_f64(&g, gy, &x);
+            for i in 0..gw.len() {
+                let got = (gw[i] - start[i]) as f64;
+                assert!(
+                    (got - want[i]).abs() <= 1e-5 * size[i] + 1e-5,
+                    "{g:?} shift {shift} [{i}]: {got} vs {}",
+                    want[i]
+                );
+            }
+        }
+    }
+}

@@ -226,3 +226,11 @@ pub(super) fn one_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut 
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { super::one_weight16::backward_weight(g, gy, x, gw) }
 }
+
+/// `one_input16.rs`'s backward-input (one-input-channel 3x3 "same" convolutions, 16
+/// positions per row vector); `false` (nothing written) without AVX-512F or for shapes
+/// it does not cover.
+pub(super) fn one_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one_input16::backward_input(g, gy, w, gx) }
+}

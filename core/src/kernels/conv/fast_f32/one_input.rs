@@ -32,6 +32,9 @@ const V: usize = 4;
 /// (nothing written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    if super::avx512::one_backward_input(g, gy, w, gx) {
+        return true;
+    }
     if !super::one::covers(g) {
         return false;
     }

@@ -87,7 +87,8 @@ fn check_f32(rng: &mut Rng, g: &ConvGeom) {
 #[test]
 fn one_channel_3x3_kernels_match_generic() {
     // W1's conv1 at batch 32 and 1; odd planes, planes of exactly 8 words and of 9, one
-    // row, one column; 1-9 and 300 output channels (blocks of 1-3 left over, several
+    // row, one column, rows of 16 words and of 17 and 33 (16-lane row vectors and a
+    // partial one); 1-9 and 300 output channels (blocks of 1-3 left over, several
     // backward-weight chunks); groups of one input channel; and shapes the file declines
     // (padding 0 and 2, planes under 8 words, planes too large for its buffer).
     let mut rng = Rng::new(23);
@@ -106,6 +107,9 @@ fn one_channel_3x3_kernels_match_generic() {
         (2, 4, 36, [5, 6], [1, 1], 4),
         (32, 2, 4, [14, 14], [1, 1], 2),
         (2, 1, 4, [1, 7], [1, 1], 1),
+        (2, 1, 8, [20, 33], [1, 1], 1),
+        (1, 1, 3, [16, 16], [1, 1], 1),
+        (2, 1, 10, [11, 17], [1, 1], 1),
         (2, 1, 8, [10, 12], [0, 0], 1),
         (2, 1, 8, [10, 12], [2, 2], 1),
         (1, 1, 2, [64, 64], [1, 1], 1),

@@ -18,8 +18,8 @@ use crate::kernels::conv::ConvGeom;
 
 /// Output channels per tile.
 const CB: usize = 8;
-/// Output channels whose lane sums one pass keeps (18 KiB).
-const OC_CHUNK: usize = 32;
+/// Output channels whose lane sums one pass keeps (9 KiB).
+const OC_CHUNK: usize = 16;
 
 /// `gw += correlate(gy, x)` for the convolutions `one.rs` covers, planes of 16 words
 /// and more; `false` (nothing written) for other shapes.
@@ -98,62 +98,72 @@ impl Sums16<'_> {
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn row<const B: usize>(&self, ky: usize, lanes: &mut [f32]) {
         let hw = self.f.hw;
-        let mut acc = [[splat16(0.0); 3]; B];
-        for (o, a) in acc.iter_mut().enumerate() {
-            for (kx, av) in a.iter_mut().enumerate() {
-                *av = load16(&lanes[o * 144 + (3 * ky + kx) * 16..]);
-            }
-        }
         let offs = [self.f.off(3 * ky), self.f.off(3 * ky + 1), self.f.off(3 * ky + 2)];
         // Positions before the first 64-byte boundary of channel 0's gradient, then
         // whole vectors, then what is left.
         let skew = (self.gy.as_ptr() as usize / 4) % 16;
         let head = (16 - skew) % 16;
         let nv = (hw - head) / 16;
-        let end = head + 16 * nv;
-        for (p, k) in [(0, head), (end, hw - end)] {
-            if k == 0 {
-                continue;
-            }
-            let xv: [F16; 3] = core::array::from_fn(|kx| load16_first(&self.buf[offs[kx] + p..], k));
-            for (o, a) in acc.iter_mut().enumerate() {
-                let gv = load16_first(&self.gy[o * hw + p..], k);
-                for (av, &xk) in a.iter_mut().zip(&xv) {
-                    *av = fma16(gv, xk, *av);
-                }
-            }
-        }
         let mut xs: [&[f32]; 3] = [&[]; 3];
         for (xk, &off) in xs.iter_mut().zip(&offs) {
-            *xk = &self.buf[off + head..][..16 * nv];
+            *xk = &self.buf[off..][..hw];
         }
         let mut gys: [&[f32]; B] = [&[]; B];
         for (o, gp) in gys.iter_mut().enumerate() {
-            *gp = &self.gy[o * hw + head..][..16 * nv];
+            *gp = &self.gy[o * hw..][..hw];
         }
-        sweep16(&xs, &gys, &mut acc);
-        for (o, a) in acc.iter().enumerate() {
-            for (kx, &av) in a.iter().enumerate() {
-                store16(av, &mut lanes[o * 144 + (3 * ky + kx) * 16..]);
-            }
-        }
+        sweep16(&xs, &gys, head, nv, &mut lanes[..B * 144], 3 * ky);
     }
 }
 
-/// `acc[o][t] += gys[o][p] * xs[t][p]` lane-wise over whole vectors (slices of equal
-/// length, a multiple of 16). Not inlined, as `one.rs`'s `sweep`, so that the 24
-/// accumulators stay in registers.
+/// `lanes[o][t0 + kx] += gys[o][p] * xs[kx][p]` lane-wise over every position `p` of
+/// the slices (all of one length): `head` positions, `nv` whole vectors, then the
+/// rest, the partial vectors with masked loads. One function, not inlined, so that
+/// the 24 accumulators stay in registers from the first load to the last store.
 #[target_feature(enable = "avx2,fma,avx512f")]
 #[inline(never)]
-fn sweep16<const B: usize>(xs: &[&[f32]; 3], gys: &[&[f32]; B], acc: &mut [[F16; 3]; B]) {
-    let nv = xs[0].len() / 16;
+fn sweep16<const B: usize>(
+    xs: &[&[f32]; 3],
+    gys: &[&[f32]; B],
+    head: usize,
+    nv: usize,
+    lanes: &mut [f32],
+    t0: usize,
+) {
+    let hw = xs[0].len();
+    let mut a = [[splat16(0.0); 3]; B];
+    for (o, ao) in a.iter_mut().enumerate() {
+        for (kx, av) in ao.iter_mut().enumerate() {
+            *av = load16(&lanes[o * 144 + (t0 + kx) * 16..]);
+        }
+    }
+    let end = head + 16 * nv;
+    for (p, k) in [(0, head), (end, hw - end)] {
+        if k == 0 {
+            continue;
+        }
+        let xv: [F16; 3] = [
+            load16_first(&xs[0][p..], k),
+            load16_first(&xs[1][p..], k),
+            load16_first(&xs[2][p..], k),
+        ];
+        for (ao, gp) in a.iter_mut().zip(gys) {
+            let gv = load16_first(&gp[p..], k);
+            for (av, &xk) in ao.iter_mut().zip(&xv) {
+                *av = fma16(gv, xk, *av);
+            }
+        }
+    }
     let len = 16 * nv;
-    let [x0, x1, x2] = [&xs[0][..len], &xs[1][..len], &xs[2][..len]];
+    let [x0, x1, x2] = [
+        &xs[0][head..][..len],
+        &xs[1][head..][..len],
+        &xs[2][head..][..len],
+    ];
     let mut g: [&[f32]; B] = [&[]; B];
     for (c, gp) in g.iter_mut().zip(gys) {
-        *c = &gp[..len];
+        *c = &gp[head..][..len];
     }
-    let mut a = *acc;
     for i in 0..nv {
         let p = 16 * i;
         let xv = [load16(&x0[p..]), load16(&x1[p..]), load16(&x2[p..])];
@@ -164,5 +174,9 @@ fn sweep16<const B: usize>(xs: &[&[f32]; 3], gys: &[&[f32]; B], acc: &mut [[F16;
             }
         }
     }
-    *acc = a;
+    for (o, ao) in a.iter().enumerate() {
+        for (kx, &av) in ao.iter().enumerate() {
+            store16(av, &mut lanes[o * 144 + (t0 + kx) * 16..]);
+        }
+    }
 }

@@ -43,14 +43,15 @@ pub(super) struct Flat {
     pub(super) w: usize,
     pub(super) hw: usize,
     /// Where a copy's plane starts: at least `w + 1` zeros before it, rounded up to a
-    /// whole vector so that the copy's stores are aligned.
+    /// whole 16-word vector (a cache line) so that the copy's stores are aligned.
     pub(super) at: usize,
-    /// Words per copy (a multiple of 8): `at` zeros, the plane, at least `w + 1 + 7` zeros.
+    /// Words per copy (a multiple of 16): `at` zeros, the plane, at least `w + 1 + 7`
+    /// zeros.
     pub(super) chan: usize,
 }
 
-/// The stack buffer of the three copies, aligned to a vector.
-#[repr(align(32))]
+/// The stack buffer of the three copies, aligned to a cache line.
+#[repr(align(64))]
 pub(super) struct Buf(pub(super) [f32; X_WORDS]);
 
 impl Flat {
@@ -69,8 +70,8 @@ impl Flat {
         if !fits || !(8..=X_WORDS).contains(&hw) {
             return None;
         }
-        let at = (g.w + 1).next_multiple_of(8);
-        let chan = (at + hw + g.w + 8).next_multiple_of(8);
+        let at = (g.w + 1).next_multiple_of(16);
+        let chan = (at + hw + g.w + 8).next_multiple_of(16);
         (3 * chan <= X_WORDS).then_some(Flat {
             h: g.h,
             w: g.w,

@@ -121,9 +121,13 @@ pub(super) fn covers(g: &ConvGeom) -> bool {
 /// written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
-    if super::avx512::one_forward(g, x, w, b, y) {
-        return true;
-    }
+    super::avx512::one_forward(g, x, w, b, y) || forward8(g, x, w, b, y)
+}
+
+/// [`conv2d_forward`] without `one16.rs`'s kernel (its tiles still take 16 lanes with
+/// AVX-512F).
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn forward8(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
     let Some(f) = Flat::new(g) else {
         return false;
     };
@@ -242,9 +246,12 @@ impl Fwd<'_> {
 /// written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-    if super::avx512::one_backward_weight(g, gy, x, gw) {
-        return true;
-    }
+    super::avx512::one_backward_weight(g, gy, x, gw) || backward_weight8(g, gy, x, gw)
+}
+
+/// [`conv2d_backward_weight`] with 8 lanes only.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn backward_weight8(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
     let Some(f) = Flat::new(g) else {
         return false;
     };

@@ -39,9 +39,10 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     // `qx - 1` (none at `qx = 0`).
     let mut m0 = [0.0f32; MASK_WORDS];
     let mut m2 = [0.0f32; MASK_WORDS];
-    for q in 0..hw {
-        m0[q] = if q % wd == wd - 1 { 0.0 } else { 1.0 };
-        m2[q] = if q % wd == 0 { 0.0 } else { 1.0 };
+    // Row by row: a division per position cost more than a W1 sample's products.
+    for (r0, r2) in m0[..hw].chunks_exact_mut(wd).zip(m2[..hw].chunks_exact_mut(wd)) {
+        r0[..wd - 1].fill(1.0);
+        r2[1..].fill(1.0);
     }
     let mut pad = [0.0f32; PAD_WORDS];
     for grp in 0..g.groups {

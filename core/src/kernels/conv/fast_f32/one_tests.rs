@@ -9,6 +9,7 @@
 //! times the expected rounding (`sqrt(N) * 6e-8` of it), and under the size of one
 //! wrong or missing product in W1's shape (1/4 against 0.06).
 
+use super::avx2;
 use super::conv as fast;
 use super::one::covers;
 use super::tests::check;
@@ -44,9 +45,41 @@ fn weight_f64(g: &ConvGeom, gy: &[f32], x: &[f32]) -> (Vec<f64>, Vec<f64>) {
     (gw, size)
 }
 
-/// The `f32` forward and backward-input against the generic kernels, and its
+/// A forward kernel, and a backward one (input or weight gradient).
+type Forward = fn(&ConvGeom, &[f32], &[f32], Option<&[f32]>, &mut [f32]);
+type Backward = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
+
+/// Kernels under test: forward, backward-input, backward-weight.
+struct Kernels {
+    forward: Forward,
+    input: Backward,
+    weight: Backward,
+}
+
+/// The `f32` entry points (16 lanes first where the CPU has AVX-512F).
+const FAST: Kernels = Kernels {
+    forward: fast::conv2d_forward,
+    input: fast::conv2d_backward_input,
+    weight: fast::conv2d_backward_weight,
+};
+
+/// The 8-lane kernels alone, for shapes [`covers`] takes (they must not decline them).
+const EIGHT: Kernels = Kernels {
+    forward: |g, x, w, b, y| assert!(avx2::one_forward8(g, x, w, b, y), "{g:?}"),
+    // Backward-input declines more than 32 channels per group: the generic kernel
+    // stands in there.
+    input: |g, gy, w, gx| {
+        if !avx2::one_backward_input8(g, gy, w, gx) {
+            assert!(g.c_out / g.groups > 32, "{g:?}");
+            generic::conv2d_backward_input(g, gy, w, gx);
+        }
+    },
+    weight: |g, gy, x, gw| assert!(avx2::one_backward_weight8(g, gy, x, gw), "{g:?}"),
+};
+
+/// `k`'s forward and backward-input against the generic kernels, and its
 /// backward-weight against [`weight_f64`].
-fn check_f32(rng: &mut Rng, g: &ConvGeom) {
+fn check_f32(rng: &mut Rng, g: &ConvGeom, k: &Kernels) {
     let x = random(rng, g.n * g.c_in * g.h * g.w);
     let w = random(rng, g.c_out * 9);
     let b = random(rng, g.c_out);
@@ -62,16 +95,16 @@ fn check_f32(rng: &mut Rng, g: &ConvGeom) {
     let (mut y0, mut y1) = (random(rng, gy.len()), vec![0.0; gy.len()]);
     y1.copy_from_slice(&y0);
     generic::conv2d_forward(g, &x, &w, Some(&b), &mut y0);
-    fast::conv2d_forward(g, &x, &w, Some(&b), &mut y1);
+    (k.forward)(g, &x, &w, Some(&b), &mut y1);
     close("forward", &y1, &y0);
     let (mut gx0, mut gx1) = (random(rng, x.len()), vec![0.0; x.len()]);
     gx1.copy_from_slice(&gx0);
     generic::conv2d_backward_input(g, &gy, &w, &mut gx0);
-    fast::conv2d_backward_input(g, &gy, &w, &mut gx1);
+    (k.input)(g, &gy, &w, &mut gx1);
     close("backward-input", &gx1, &gx0);
     let start = random(rng, w.len());
     let mut gw = start.clone();
-    fast::conv2d_backward_weight(g, &gy, &x, &mut gw);
+    (k.weight)(g, &gy, &x, &mut gw);
     let (want, size) = weight_f64(g, &gy, &x);
     for i in 0..gw.len() {
         let got = (gw[i] - start[i]) as f64;
@@ -117,7 +150,12 @@ fn one_channel_3x3_kernels_match_generic() {
         let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], p, [1, 1], groups).unwrap();
         let expect = p == [1, 1] && hw[0] * hw[1] >= 8 && hw[0] < 64;
         assert_eq!(covers(&g), expect, "{g:?}");
-        check_f32(&mut rng, &g);
+        check_f32(&mut rng, &g, &FAST);
+        // The 8-lane kernels too where the CPU has AVX-512F (the entry points try the
+        // 16-lane ones first).
+        if expect && avx2::available() {
+            check_f32(&mut rng, &g, &EIGHT);
+        }
         // Every path against the generic kernels, where the f32 sums are short enough
         // for `tests.rs`'s tolerance.
         if n * hw[0] * hw[1] <= 2048 {

@@ -234,3 +234,10 @@ pub(super) fn one_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { super::one_input16::backward_input(g, gy, w, gx) }
 }
+
+/// `a + b` in the lanes whose bit is set in `keep`, `a` in the others.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn add16_where(a: F16, keep: u16, b: F16) -> F16 {
+    F16(core::arch::x86_64::_mm512_mask_add_ps(a.0, keep, a.0, b.0))
+}

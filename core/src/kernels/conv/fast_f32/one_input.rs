@@ -138,14 +138,16 @@ impl Tiles<'_> {
             for o in 0..cout {
                 let d = &mut pad[o * cut..][..cut];
                 let s0 = first + (o * hw) as isize;
-                for (k, v) in d.iter_mut().enumerate() {
-                    let i = s0 + k as isize;
-                    *v = if i >= 0 && (i as usize) < gy.len() {
-                        gy[i as usize]
-                    } else {
-                        0.0
-                    };
+                // `d[k]` is `gy[s0 + k]` for `k` in `a..b`, zero elsewhere.
+                let len = gy.len() as isize;
+                let a = (-s0).clamp(0, cut as isize) as usize;
+                let b = (len - s0).clamp(a as isize, cut as isize) as usize;
+                d[..a].fill(0.0);
+                if a < b {
+                    let from = (s0 + a as isize) as usize;
+                    d[a..b].copy_from_slice(&gy[from..from + (b - a)]);
                 }
+                d[b..].fill(0.0);
             }
             (&pad[..cout * cut], cut, 0)
         };

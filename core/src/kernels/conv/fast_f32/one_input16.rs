@@ -8,18 +8,18 @@
 //!   would need 24 accumulators beside the 9 weights and 3 loads: more than 32
 //!   registers.)
 //! - As in `one_input.rs`: lanes whose kernel column reads across a row end are
-//!   dropped once per vector with 0/1 masks; rows `-1` and `h` are not read; a row's
+//!   dropped once per vector (here with the lane masks of a masked add, the same
+//!   for every row of a tile); rows `-1` and `h` are not read; a row's
 //!   last vector may be partial (its extra lanes computed and dropped); reads outside
 //!   `gy` go through a zero-padded copy.
 
-use super::avx512::{fma16, load16, splat16, store16, F16};
+use super::avx512::{add16_where, fma16, load16, splat16, store16, F16};
 use crate::kernels::conv::ConvGeom;
 
 /// Output channels per group this kernel takes.
 const MAX_CH: usize = 32;
-/// Words of the buffer of a tile's zero-padded reads (32 KiB) and of each mask (8 KiB).
-const PAD_WORDS: usize = 8192;
-const MASK_WORDS: usize = 2048;
+/// Words of the buffer of a tile's zero-padded reads (16 KiB, zeroed on every call).
+const PAD_WORDS: usize = 4096;
 /// Most rows per tile.
 const RM: usize = 6;
 
@@ -32,17 +32,8 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     }
     let (h, wd, hw) = (g.h, g.w, g.h * g.w);
     let cout = g.c_out / g.groups;
-    if cout > MAX_CH || cout * ((RM + 1) * wd + 18) > PAD_WORDS || hw + 16 > MASK_WORDS {
+    if cout > MAX_CH || cout * ((RM + 1) * wd + 18) > PAD_WORDS {
         return false;
-    }
-    // Kernel column 0 reads column `qx + 1` (none at `qx = w - 1`), column 2 reads
-    // `qx - 1` (none at `qx = 0`).
-    let mut m0 = [0.0f32; MASK_WORDS];
-    let mut m2 = [0.0f32; MASK_WORDS];
-    // Row by row: a division per position cost more than a W1 sample's products.
-    for (r0, r2) in m0[..hw].chunks_exact_mut(wd).zip(m2[..hw].chunks_exact_mut(wd)) {
-        r0[..wd - 1].fill(1.0);
-        r2[1..].fill(1.0);
     }
     let mut pad = [0.0f32; PAD_WORDS];
     for grp in 0..g.groups {
@@ -50,8 +41,6 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
             w: wd,
             hw,
             wg: &w[grp * cout * 9..][..cout * 9],
-            m0: &m0[..hw + 16],
-            m2: &m2[..hw + 16],
         };
         for n in 0..g.n {
             let base = (n * g.c_out + grp * cout) * hw;
@@ -107,8 +96,6 @@ struct Tiles16<'a> {
     hw: usize,
     /// The group's weights, `[channel][tap]`.
     wg: &'a [f32],
-    m0: &'a [f32],
-    m2: &'a [f32],
 }
 
 impl Tiles16<'_> {
@@ -151,14 +138,16 @@ impl Tiles16<'_> {
             for o in 0..cout {
                 let d = &mut pad[o * cut..][..cut];
                 let s0 = first + (o * hw) as isize;
-                for (k, v) in d.iter_mut().enumerate() {
-                    let i = s0 + k as isize;
-                    *v = if i >= 0 && (i as usize) < gy.len() {
-                        gy[i as usize]
-                    } else {
-                        0.0
-                    };
+                // `d[k]` is `gy[s0 + k]` for `k` in `a..b`, zero elsewhere.
+                let len = gy.len() as isize;
+                let a = (-s0).clamp(0, cut as isize) as usize;
+                let b = (len - s0).clamp(a as isize, cut as isize) as usize;
+                d[..a].fill(0.0);
+                if a < b {
+                    let from = (s0 + a as isize) as usize;
+                    d[a..b].copy_from_slice(&gy[from..from + (b - a)]);
                 }
+                d[b..].fill(0.0);
             }
             (&pad[..cout * cut], cut, 0)
         };
@@ -195,11 +184,15 @@ impl Tiles16<'_> {
                 }
             }
         }
+        // Kernel column 0 reads column `qx + 1` (none at `qx = w - 1`), column 2 reads
+        // `qx - 1` (none at `qx = 0`); the tile's rows start at the same column.
+        let c0 = q % w;
+        let keep0 = !(1u32.checked_shl((w - 1 - c0) as u32).unwrap_or(0) as u16);
+        let keep2 = if c0 == 0 { !1u16 } else { u16::MAX };
         for (r, ((&a0, &a1), &a2)) in acc[0].iter().zip(&acc[1]).zip(&acc[2]).enumerate() {
-            let p = q + r * w;
-            let s = fma16(a0, load16(&self.m0[p..]), a1);
-            let s = fma16(a2, load16(&self.m2[p..]), s);
-            add_into(s, &mut gx[p..], a.n);
+            let s = add16_where(a1, keep0, a0);
+            let s = add16_where(s, keep2, a2);
+            add_into(s, &mut gx[q + r * w..], a.n);
         }
     }
 }

@@ -11,6 +11,9 @@
 //! - Tiles start where the first channel's output is 64-byte aligned, after one
 //!   vector at position 0, so that their stores write whole cache lines; a plane's
 //!   last vector may overlap the one before it (it stores the same values again).
+//! - `Fwd::plane16` runs the same tiles for `one.rs`'s blocks of 4 channels (its
+//!   8-lane forward, which `forward8` reaches where [`forward`] declines).
+
 use super::avx512::{fma16, load16, load16_first, splat16, store16, store16_first};
 use super::one::{Buf, Flat, Fwd, X_WORDS};
 use crate::kernels::conv::ConvGeom;

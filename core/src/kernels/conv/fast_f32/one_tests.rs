@@ -218,3 +218,22 @@ fn one_channel_backward_weight_matches_at_every_gradient_alignment() {
         }
     }
 }
+
+#[test]
+fn one_channel_kernels_match_generic_on_random_shapes() {
+    // Random planes from 1 to 40 words wide and high (rows shorter and longer than a
+    // 16-lane vector, planes with and without whole vectors), 1-20 channels, 1-3
+    // samples, one or two groups: the entry points and the 8-lane kernels alone.
+    let mut rng = Rng::new(37);
+    for _ in 0..40 {
+        let hw = [1 + rng.below(40), 1 + rng.below(40)];
+        let groups = 1 + rng.below(2);
+        let c_out = groups * (1 + rng.below(20));
+        let n = 1 + rng.below(3);
+        let g = geom(n, groups, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], groups).unwrap();
+        check_f32(&mut rng, &g, &FAST);
+        if covers(&g) && avx2::available() {
+            check_f32(&mut rng, &g, &EIGHT);
+        }
+    }
+}

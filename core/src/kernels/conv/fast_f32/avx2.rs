@@ -410,3 +410,26 @@ pub(crate) fn transpose8(r: [F8; 8]) -> [F8; 8] {
 pub(crate) fn mul(a: F8, b: F8) -> F8 {
     F8(_mm256_mul_ps(a.0, b.0))
 }
+
+/// The 8-lane kernels of `one.rs` and `one_input.rs` without the 16-lane ones their
+/// entry points try first, so that tests on a CPU with AVX-512F run them too; `false`
+/// without AVX2 + FMA or for shapes they decline.
+#[cfg(test)]
+pub(super) fn one_forward8(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { super::one::forward8(g, x, w, b, y) }
+}
+
+/// `one.rs`'s 8-lane backward-weight (see [`one_forward8`]).
+#[cfg(test)]
+pub(super) fn one_backward_weight8(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { super::one::backward_weight8(g, gy, x, gw) }
+}
+
+/// `one_input.rs`'s 8-lane backward-input (see [`one_forward8`]).
+#[cfg(test)]
+pub(super) fn one_backward_input8(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
+    available() && unsafe { super::one_input::backward_input8(g, gy, w, gx) }
+}

@@ -362,3 +362,34 @@ pub(super) fn winograd_run16(
         true
     }
 }
+
+/// `one16.rs`'s forward (one-input-channel 3x3 "same" convolutions, 16 flat outputs
+/// per vector, 8 channels per tile); `false` (nothing written) without AVX-512F or
+/// for shapes it does not cover.
+pub(super) fn one_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one16::forward(g, x, w, b, y) }
+}
+
+/// `one_weight16.rs`'s backward-weight (one-input-channel 3x3 "same" convolutions,
+/// 16 flat positions per vector); `false` (nothing written) without AVX-512F or for
+/// shapes it does not cover.
+pub(super) fn one_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one_weight16::backward_weight(g, gy, x, gw) }
+}
+
+/// `one_input16.rs`'s backward-input (one-input-channel 3x3 "same" convolutions, 16
+/// positions per row vector); `false` (nothing written) without AVX-512F or for shapes
+/// it does not cover.
+pub(super) fn one_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one_input16::backward_input(g, gy, w, gx) }
+}
+
+/// `a + b` in the lanes whose bit is set in `keep`, `a` in the others.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn add16_where(a: F16, keep: u16, b: F16) -> F16 {
+    F16(core::arch::x86_64::_mm512_mask_add_ps(a.0, keep, a.0, b.0))
+}

@@ -16,7 +16,8 @@
 //! - Before the strip kernels, 3x3 "same" convolutions with one input channel per
 //!   group (W1's first layer) take `one.rs` (forward, backward-weight) and
 //!   `one_input.rs` (backward-input): flat positions, read and written in place;
-//!   the forward's tiles take 16 lanes with AVX-512F (`one16.rs`).
+//!   with AVX-512F all three take 16 lanes (`one16.rs`, `one_weight16.rs`: 8
+//!   channels per tile; `one_input16.rs`: 6 rows per tile).
 //! - With AVX-512F, 1x1 stride-1 convolutions (W2's expand and project layers) take
 //!   `pw16.rs` first, forward and backward-input: matrix products over 16 positions
 //!   per vector.
@@ -59,6 +60,10 @@ mod one;
 mod one16;
 #[cfg(target_arch = "x86_64")]
 mod one_input;
+#[cfg(target_arch = "x86_64")]
+mod one_input16;
+#[cfg(target_arch = "x86_64")]
+mod one_weight16;
 pub(crate) mod planes;
 #[cfg(target_arch = "x86_64")]
 mod pool8;

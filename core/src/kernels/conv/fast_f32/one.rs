@@ -18,6 +18,10 @@
 //! - Backward-weight: a tile is `NB` output channels x the 3 taps of one kernel row, as
 //!   8-lane partial sums over every position of every sample (kept in a stack buffer
 //!   between samples) and summed across lanes once per call.
+//! - With AVX-512F the forward is `one16.rs`'s and the backward-weight
+//!   `one_weight16.rs`'s (the same copies, 16-lane vectors, 8 channels per tile, the
+//!   output or its gradient aligned to cache lines), the backward-input
+//!   `one_input16.rs`'s; this file's tiles run without it.
 //! - Only stride 1, dilation 1, padding 1, planes of at least 8 words whose three copies
 //!   fit [`X_WORDS`]; anything else answers `false` and the caller falls back.
 
@@ -26,7 +30,7 @@ use super::strip::copy_short;
 use crate::kernels::conv::ConvGeom;
 
 /// Words of the stack buffer holding the three copies of an input plane (24 KiB).
-const X_WORDS: usize = 6144;
+pub(super) const X_WORDS: usize = 6144;
 /// Output channels per tile.
 pub(super) const NB: usize = 4;
 /// Output channels whose lane sums one backward-weight pass keeps (9 KiB).
@@ -34,25 +38,26 @@ const OC_CHUNK: usize = 32;
 
 /// The three zero-bordered copies of one input plane (sizes in words).
 #[derive(Clone, Copy)]
-struct Flat {
-    h: usize,
-    w: usize,
-    hw: usize,
+pub(super) struct Flat {
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) hw: usize,
     /// Where a copy's plane starts: at least `w + 1` zeros before it, rounded up to a
-    /// whole vector so that the copy's stores are aligned.
-    at: usize,
-    /// Words per copy (a multiple of 8): `at` zeros, the plane, at least `w + 1 + 7` zeros.
-    chan: usize,
+    /// whole 16-word vector (a cache line) so that the copy's stores are aligned.
+    pub(super) at: usize,
+    /// Words per copy (a multiple of 16): `at` zeros, the plane, at least `w + 1 + 7`
+    /// zeros.
+    pub(super) chan: usize,
 }
 
-/// The stack buffer of the three copies, aligned to a vector.
-#[repr(align(32))]
-struct Buf([f32; X_WORDS]);
+/// The stack buffer of the three copies, aligned to a cache line.
+#[repr(align(64))]
+pub(super) struct Buf(pub(super) [f32; X_WORDS]);
 
 impl Flat {
     /// The layout for `g`, or `None` if `g` is not a one-channel 3x3 "same" convolution
     /// this file covers.
-    fn new(g: &ConvGeom) -> Option<Flat> {
+    pub(super) fn new(g: &ConvGeom) -> Option<Flat> {
         let fits = g.stride == [1, 1]
             && g.dil == [1, 1]
             && [g.kh, g.kw] == [3, 3]
@@ -65,8 +70,8 @@ impl Flat {
         if !fits || !(8..=X_WORDS).contains(&hw) {
             return None;
         }
-        let at = (g.w + 1).next_multiple_of(8);
-        let chan = (at + hw + g.w + 8).next_multiple_of(8);
+        let at = (g.w + 1).next_multiple_of(16);
+        let chan = (at + hw + g.w + 8).next_multiple_of(16);
         (3 * chan <= X_WORDS).then_some(Flat {
             h: g.h,
             w: g.w,
@@ -78,7 +83,7 @@ impl Flat {
 
     /// Offset, from an output position, of the word tap `t` reads in the buffer.
     #[inline(always)]
-    fn off(&self, t: usize) -> usize {
+    pub(super) fn off(&self, t: usize) -> usize {
         let (ky, kx) = (t / 3, t % 3);
         kx * self.chan + self.at - self.w - 1 + ky * self.w + kx
     }
@@ -116,6 +121,13 @@ pub(super) fn covers(g: &ConvGeom) -> bool {
 /// written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    super::avx512::one_forward(g, x, w, b, y) || forward8(g, x, w, b, y)
+}
+
+/// [`conv2d_forward`] without `one16.rs`'s kernel (its tiles still take 16 lanes with
+/// AVX-512F).
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn forward8(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
     let Some(f) = Flat::new(g) else {
         return false;
     };
@@ -234,6 +246,12 @@ impl Fwd<'_> {
 /// written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    super::avx512::one_backward_weight(g, gy, x, gw) || backward_weight8(g, gy, x, gw)
+}
+
+/// [`conv2d_backward_weight`] with 8 lanes only.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn backward_weight8(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
     let Some(f) = Flat::new(g) else {
         return false;
     };

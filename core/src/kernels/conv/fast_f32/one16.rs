@@ -1,42 +1,181 @@
-//! `one.rs`'s forward tiles with AVX-512F: 16 consecutive flat outputs per vector,
-//! each output's sum in the 8-lane kernel's order (bias, then the taps in order).
+//! `one.rs`'s forward with AVX-512F: 16 consecutive flat outputs per vector, each
+//! output's sum in the 8-lane kernel's order (bias, then the taps in order).
+//!
+//! - [`forward`] reads `one.rs`'s three zero-bordered copies of the input plane
+//!   (`Flat`, filled 16 words at a time) with plain loads: masked loads, which would
+//!   spare the copies, cost more than the copies (their lanes' zeroing competes with
+//!   the multiply-adds).
+//! - A tile is up to 8 output channels x `V <= 3` vectors: per tap `V` loads and 8
+//!   broadcast weights feed `8 V` multiply-adds; the broadcasts, not the loads, are
+//!   what fewer channels per tile would save, and 8 channels need W1's input read once.
+//! - Tiles start where the first channel's output is 64-byte aligned, after one
+//!   vector at position 0, so that their stores write whole cache lines; a plane's
+//!   last vector may overlap the one before it (it stores the same values again).
+//! - `Fwd::plane16` runs the same tiles for `one.rs`'s blocks of 4 channels (its
+//!   8-lane forward, which `forward8` reaches where [`forward`] declines).
 
-use super::avx512::{fma16, load16, splat16, store16};
-use super::one::Fwd;
+use super::avx512::{fma16, load16, load16_first, splat16, store16, store16_first};
+use super::one::{Buf, Flat, Fwd, X_WORDS};
+use crate::kernels::conv::ConvGeom;
 
 impl Fwd<'_> {
-    /// Every output of `B` channels (planes `h * w` apart in `dst`); `false` (nothing
-    /// written) for planes under 16 words. A plane not a multiple of 16 ends with a
-    /// vector at `h * w - 16`, overlapping the one before it.
+    /// Every output of `B <= 4` channels (planes `h * w` apart in `dst`) with
+    /// [`forward`]'s tiles; `false` (nothing written) for planes under 16 words.
     #[target_feature(enable = "avx2,fma,avx512f")]
     pub(super) fn plane16<const B: usize>(&self, dst: &mut [f32]) -> bool {
-        let hw = self.hw;
-        if hw < 16 {
+        if self.hw < 16 {
             return false;
         }
-        let mut p = 0;
-        while hw - p >= 48 {
-            self.tile16::<B, 3>(p, dst);
-            p += 48;
+        let mut wk = [[0.0f32; CB]; 9];
+        for (d, s) in wk.iter_mut().zip(self.wk) {
+            d[..s.len()].copy_from_slice(s);
         }
-        if hw - p >= 32 {
-            self.tile16::<B, 2>(p, dst);
-            p += 32;
-        }
-        if hw - p >= 16 {
-            self.tile16::<B, 1>(p, dst);
-            p += 16;
-        }
-        if p < hw {
-            self.tile16::<B, 1>(hw - 16, dst);
-        }
+        let mut bias = [0.0f32; CB];
+        bias[..self.bias.len()].copy_from_slice(self.bias);
+        let t = Fwd16 {
+            hw: self.hw,
+            buf: self.buf,
+            offs: self.offs,
+            wk: &wk,
+            bias: &bias,
+        };
+        t.plane::<B>(dst);
         true
     }
+}
 
-    /// `B` channels x `V` 16-lane vectors from position `p`.
+/// Output channels per tile of [`forward`], and its most vectors per tile.
+const CB: usize = 8;
+const VM: usize = 3;
+
+/// `y = conv(x, w) + b` for the convolutions `one.rs` covers, planes of 16 words and
+/// more; `false` (nothing written) for other shapes.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    let Some(f) = Flat::new(g) else {
+        return false;
+    };
+    if f.hw < 16 {
+        return false;
+    }
+    let cout = g.c_out / g.groups;
+    let hw = f.hw;
+    let mut buf = Buf([0.0f32; X_WORDS]);
+    let buf = &mut buf.0;
+    let offs: [usize; 9] = core::array::from_fn(|t| f.off(t));
+    for grp in 0..g.groups {
+        for n in 0..g.n {
+            f.fill16(buf, &x[(n * g.c_in + grp) * hw..]);
+            for o0 in (0..cout).step_by(CB) {
+                let nb = CB.min(cout - o0);
+                let ch = grp * cout + o0;
+                // `[tap][channel]`; a short block repeats its last channel.
+                let mut wk = [[0.0f32; CB]; 9];
+                let mut bias = [0.0f32; CB];
+                for (o, bo) in bias.iter_mut().enumerate() {
+                    let c = ch + o.min(nb - 1);
+                    for (t, wt) in wk.iter_mut().enumerate() {
+                        wt[o] = w[c * 9 + t];
+                    }
+                    *bo = b.map_or(0.0, |b| b[c]);
+                }
+                let t = Fwd16 {
+                    hw,
+                    buf: &buf[..3 * f.chan],
+                    offs: &offs,
+                    wk: &wk,
+                    bias: &bias,
+                };
+                let dst = &mut y[(n * g.c_out + ch) * hw..][..nb * hw];
+                match nb {
+                    8 => t.plane::<8>(dst),
+                    7 => t.plane::<7>(dst),
+                    6 => t.plane::<6>(dst),
+                    5 => t.plane::<5>(dst),
+                    4 => t.plane::<4>(dst),
+                    3 => t.plane::<3>(dst),
+                    2 => t.plane::<2>(dst),
+                    _ => t.plane::<1>(dst),
+                }
+            }
+        }
+    }
+    true
+}
+
+impl Flat {
+    /// `Flat::fill` 16 words at a time.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) fn fill16(&self, buf: &mut [f32], x: &[f32]) {
+        let x = &x[..self.hw];
+        let (at, c, hw) = (self.at, self.chan, self.hw);
+        let buf = &mut buf[..3 * c];
+        for (q, v) in x.chunks_exact(16).enumerate() {
+            let v = load16(v);
+            for kx in 0..3 {
+                store16(v, &mut buf[kx * c + at + 16 * q..]);
+            }
+        }
+        let full = hw / 16 * 16;
+        if full < hw {
+            let v = load16_first(&x[full..], hw - full);
+            for kx in 0..3 {
+                store16_first(v, &mut buf[kx * c + at + full..], hw - full);
+            }
+        }
+        for r in 0..self.h {
+            buf[at + r * self.w + self.w - 1] = 0.0;
+            buf[2 * c + at + r * self.w] = 0.0;
+        }
+    }
+}
+
+/// [`forward`]'s tiles for one block of output channels over one sample.
+struct Fwd16<'a> {
+    hw: usize,
+    buf: &'a [f32],
+    /// Tap offsets and `[tap][channel]` weights, as in `Fwd`.
+    offs: &'a [usize],
+    wk: &'a [[f32; CB]],
+    bias: &'a [f32; CB],
+}
+
+impl Fwd16<'_> {
+    /// Every output of `B` channels (planes `h * w` apart in `dst`).
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    fn plane<const B: usize>(&self, dst: &mut [f32]) {
+        let hw = self.hw;
+        // Words from the last 64-byte boundary to the first output.
+        let skew = (dst.as_ptr() as usize / 4) % 16;
+        let mut p = 0;
+        if skew != 0 {
+            self.tile::<B, 1>(0, dst);
+            p = 16 - skew;
+        }
+        while hw - p >= 16 * VM {
+            self.tile::<B, VM>(p, dst);
+            p += 16 * VM;
+        }
+        let left = (hw - p) / 16;
+        if left >= 3 {
+            self.tile::<B, 3>(p, dst);
+            p += 48;
+        }
+        match (hw - p) / 16 {
+            2 => self.tile::<B, 2>(p, dst),
+            1 => self.tile::<B, 1>(p, dst),
+            _ => {}
+        }
+        p += (hw - p) / 16 * 16;
+        if p < hw {
+            self.tile::<B, 1>(hw - 16, dst);
+        }
+    }
+
+    /// `B` channels x `V` vectors from position `p`.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
-    fn tile16<const B: usize, const V: usize>(&self, p: usize, dst: &mut [f32]) {
+    fn tile<const B: usize, const V: usize>(&self, p: usize, dst: &mut [f32]) {
         let mut acc = [[splat16(0.0); V]; B];
         for (a, &v) in acc.iter_mut().zip(self.bias) {
             *a = [splat16(v); V];

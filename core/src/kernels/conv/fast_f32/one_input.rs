@@ -32,6 +32,12 @@ const V: usize = 4;
 /// (nothing written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    super::avx512::one_backward_input(g, gy, w, gx) || backward_input8(g, gy, w, gx)
+}
+
+/// [`conv2d_backward_input`] with 8 lanes only.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn backward_input8(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
     if !super::one::covers(g) {
         return false;
     }
@@ -44,9 +50,10 @@ pub(super) fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mu
     // `qx - 1` (none at `qx = 0`).
     let mut m0 = [0.0f32; MASK_WORDS];
     let mut m2 = [0.0f32; MASK_WORDS];
-    for q in 0..hw {
-        m0[q] = if q % wd == wd - 1 { 0.0 } else { 1.0 };
-        m2[q] = if q % wd == 0 { 0.0 } else { 1.0 };
+    // Row by row: a division per position cost more than a W1 sample's products.
+    for (r0, r2) in m0[..hw].chunks_exact_mut(wd).zip(m2[..hw].chunks_exact_mut(wd)) {
+        r0[..wd - 1].fill(1.0);
+        r2[1..].fill(1.0);
     }
     let mut pad = [0.0f32; PAD_WORDS];
     for grp in 0..g.groups {
@@ -131,14 +138,16 @@ impl Tiles<'_> {
             for o in 0..cout {
                 let d = &mut pad[o * cut..][..cut];
                 let s0 = first + (o * hw) as isize;
-                for (k, v) in d.iter_mut().enumerate() {
-                    let i = s0 + k as isize;
-                    *v = if i >= 0 && (i as usize) < gy.len() {
-                        gy[i as usize]
-                    } else {
-                        0.0
-                    };
+                // `d[k]` is `gy[s0 + k]` for `k` in `a..b`, zero elsewhere.
+                let len = gy.len() as isize;
+                let a = (-s0).clamp(0, cut as isize) as usize;
+                let b = (len - s0).clamp(a as isize, cut as isize) as usize;
+                d[..a].fill(0.0);
+                if a < b {
+                    let from = (s0 + a as isize) as usize;
+                    d[a..b].copy_from_slice(&gy[from..from + (b - a)]);
                 }
+                d[b..].fill(0.0);
             }
             (&pad[..cout * cut], cut, 0)
         };

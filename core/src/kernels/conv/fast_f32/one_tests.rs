@@ -9,6 +9,7 @@
 //! times the expected rounding (`sqrt(N) * 6e-8` of it), and under the size of one
 //! wrong or missing product in W1's shape (1/4 against 0.06).
 
+use super::avx2;
 use super::conv as fast;
 use super::one::covers;
 use super::tests::check;
@@ -44,9 +45,41 @@ fn weight_f64(g: &ConvGeom, gy: &[f32], x: &[f32]) -> (Vec<f64>, Vec<f64>) {
     (gw, size)
 }
 
-/// The `f32` forward and backward-input against the generic kernels, and its
+/// A forward kernel, and a backward one (input or weight gradient).
+type Forward = fn(&ConvGeom, &[f32], &[f32], Option<&[f32]>, &mut [f32]);
+type Backward = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
+
+/// Kernels under test: forward, backward-input, backward-weight.
+struct Kernels {
+    forward: Forward,
+    input: Backward,
+    weight: Backward,
+}
+
+/// The `f32` entry points (16 lanes first where the CPU has AVX-512F).
+const FAST: Kernels = Kernels {
+    forward: fast::conv2d_forward,
+    input: fast::conv2d_backward_input,
+    weight: fast::conv2d_backward_weight,
+};
+
+/// The 8-lane kernels alone, for shapes [`covers`] takes (they must not decline them).
+const EIGHT: Kernels = Kernels {
+    forward: |g, x, w, b, y| assert!(avx2::one_forward8(g, x, w, b, y), "{g:?}"),
+    // Backward-input declines more than 32 channels per group: the generic kernel
+    // stands in there.
+    input: |g, gy, w, gx| {
+        if !avx2::one_backward_input8(g, gy, w, gx) {
+            assert!(g.c_out / g.groups > 32, "{g:?}");
+            generic::conv2d_backward_input(g, gy, w, gx);
+        }
+    },
+    weight: |g, gy, x, gw| assert!(avx2::one_backward_weight8(g, gy, x, gw), "{g:?}"),
+};
+
+/// `k`'s forward and backward-input against the generic kernels, and its
 /// backward-weight against [`weight_f64`].
-fn check_f32(rng: &mut Rng, g: &ConvGeom) {
+fn check_f32(rng: &mut Rng, g: &ConvGeom, k: &Kernels) {
     let x = random(rng, g.n * g.c_in * g.h * g.w);
     let w = random(rng, g.c_out * 9);
     let b = random(rng, g.c_out);
@@ -62,16 +95,16 @@ fn check_f32(rng: &mut Rng, g: &ConvGeom) {
     let (mut y0, mut y1) = (random(rng, gy.len()), vec![0.0; gy.len()]);
     y1.copy_from_slice(&y0);
     generic::conv2d_forward(g, &x, &w, Some(&b), &mut y0);
-    fast::conv2d_forward(g, &x, &w, Some(&b), &mut y1);
+    (k.forward)(g, &x, &w, Some(&b), &mut y1);
     close("forward", &y1, &y0);
     let (mut gx0, mut gx1) = (random(rng, x.len()), vec![0.0; x.len()]);
     gx1.copy_from_slice(&gx0);
     generic::conv2d_backward_input(g, &gy, &w, &mut gx0);
-    fast::conv2d_backward_input(g, &gy, &w, &mut gx1);
+    (k.input)(g, &gy, &w, &mut gx1);
     close("backward-input", &gx1, &gx0);
     let start = random(rng, w.len());
     let mut gw = start.clone();
-    fast::conv2d_backward_weight(g, &gy, &x, &mut gw);
+    (k.weight)(g, &gy, &x, &mut gw);
     let (want, size) = weight_f64(g, &gy, &x);
     for i in 0..gw.len() {
         let got = (gw[i] - start[i]) as f64;
@@ -87,7 +120,8 @@ fn check_f32(rng: &mut Rng, g: &ConvGeom) {
 #[test]
 fn one_channel_3x3_kernels_match_generic() {
     // W1's conv1 at batch 32 and 1; odd planes, planes of exactly 8 words and of 9, one
-    // row, one column; 1-9 and 300 output channels (blocks of 1-3 left over, several
+    // row, one column, rows of 16 words and of 17 and 33 (16-lane row vectors and a
+    // partial one); 1-9 and 300 output channels (blocks of 1-3 left over, several
     // backward-weight chunks); groups of one input channel; and shapes the file declines
     // (padding 0 and 2, planes under 8 words, planes too large for its buffer).
     let mut rng = Rng::new(23);
@@ -106,6 +140,9 @@ fn one_channel_3x3_kernels_match_generic() {
         (2, 4, 36, [5, 6], [1, 1], 4),
         (32, 2, 4, [14, 14], [1, 1], 2),
         (2, 1, 4, [1, 7], [1, 1], 1),
+        (2, 1, 8, [20, 33], [1, 1], 1),
+        (1, 1, 3, [16, 16], [1, 1], 1),
+        (2, 1, 10, [11, 17], [1, 1], 1),
         (2, 1, 8, [10, 12], [0, 0], 1),
         (2, 1, 8, [10, 12], [2, 2], 1),
         (1, 1, 2, [64, 64], [1, 1], 1),
@@ -113,11 +150,90 @@ fn one_channel_3x3_kernels_match_generic() {
         let g = geom(n, c_in, c_out, hw, [3, 3], [1, 1], p, [1, 1], groups).unwrap();
         let expect = p == [1, 1] && hw[0] * hw[1] >= 8 && hw[0] < 64;
         assert_eq!(covers(&g), expect, "{g:?}");
-        check_f32(&mut rng, &g);
+        check_f32(&mut rng, &g, &FAST);
+        // The 8-lane kernels too where the CPU has AVX-512F (the entry points try the
+        // 16-lane ones first).
+        if expect && avx2::available() {
+            check_f32(&mut rng, &g, &EIGHT);
+        }
         // Every path against the generic kernels, where the f32 sums are short enough
         // for `tests.rs`'s tolerance.
         if n * hw[0] * hw[1] <= 2048 {
             check(&mut rng, &g);
+        }
+    }
+}
+
+#[test]
+fn one_channel_forward_matches_generic_at_every_output_alignment() {
+    // The 16-lane forward starts its tiles where the output is 64-byte aligned: every
+    // offset of the output from such a boundary, on W1's plane and on odd ones.
+    let mut rng = Rng::new(29);
+    for (n, c_out, hw) in [(2, 8, [28, 28]), (2, 5, [7, 9]), (1, 12, [4, 5]), (3, 3, [17, 3])] {
+        let g = geom(n, 1, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let x = random(&mut rng, g.n * g.h * g.w);
+        let w = random(&mut rng, g.c_out * 9);
+        let b = random(&mut rng, g.c_out);
+        let len = g.n * g.c_out * g.oh * g.ow;
+        let mut want = vec![0.0; len];
+        generic::conv2d_forward(&g, &x, &w, Some(&b), &mut want);
+        for shift in 0..16 {
+            let mut buf = random(&mut rng, len + 16);
+            let y = &mut buf[shift..][..len];
+            fast::conv2d_forward(&g, &x, &w, Some(&b), y);
+            for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                    "{g:?} shift {shift} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn one_channel_backward_weight_matches_at_every_gradient_alignment() {
+    // The 16-lane backward-weight starts its sweep where the output gradient is
+    // 64-byte aligned and reads the positions around it with masked loads.
+    let mut rng = Rng::new(31);
+    for (n, c_out, hw) in [(2, 8, [28, 28]), (2, 5, [7, 9]), (1, 12, [4, 5]), (3, 3, [17, 3])] {
+        let g = geom(n, 1, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let x = random(&mut rng, g.n * g.h * g.w);
+        let len = g.n * g.c_out * g.oh * g.ow;
+        for shift in 0..16 {
+            let buf = random(&mut rng, len + 16);
+            let gy = &buf[shift..][..len];
+            let start = random(&mut rng, g.c_out * 9);
+            let mut gw = start.clone();
+            fast::conv2d_backward_weight(&g, gy, &x, &mut gw);
+            let (want, size) = weight_f64(&g, gy, &x);
+            for i in 0..gw.len() {
+                let got = (gw[i] - start[i]) as f64;
+                assert!(
+                    (got - want[i]).abs() <= 1e-5 * size[i] + 1e-5,
+                    "{g:?} shift {shift} [{i}]: {got} vs {}",
+                    want[i]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn one_channel_kernels_match_generic_on_random_shapes() {
+    // Random planes from 1 to 40 words wide and high (rows shorter and longer than a
+    // 16-lane vector, planes with and without whole vectors), 1-20 channels, 1-3
+    // samples, one or two groups: the entry points and the 8-lane kernels alone.
+    let mut rng = Rng::new(37);
+    for _ in 0..40 {
+        let hw = [1 + rng.below(40), 1 + rng.below(40)];
+        let groups = 1 + rng.below(2);
+        let c_out = groups * (1 + rng.below(20));
+        let n = 1 + rng.below(3);
+        let g = geom(n, groups, c_out, hw, [3, 3], [1, 1], [1, 1], [1, 1], groups).unwrap();
+        check_f32(&mut rng, &g, &FAST);
+        if covers(&g) && avx2::available() {
+            check_f32(&mut rng, &g, &EIGHT);
         }
     }
 }

@@ -1,25 +1,27 @@
-//! AVX-512F on x86_64, chosen at run time, for the inner products of kernels whose
-//! 8-lane layout holds two independent vectors side by side (`winograd.rs`: two tiles
-//! of 8 samples). Beside `avx2.rs`, the crate's only module with `unsafe`.
+//! AVX-512F on x86_64, chosen at run time: 16-lane paths of the kernels whose work
+//! splits into independent 16-word vectors (Winograd's pipelines over 16 samples or 16
+//! channels, 1x1 convolutions over 16 positions, the one-input-channel 3x3 kernels over
+//! 16 flat positions). Beside `avx2.rs`, the crate's only module with `unsafe`.
 //!
 //! - [`available`] asks `cpuid` (AVX-512F) and `XCR0` (the OS saves the mask and the
 //!   upper `zmm` registers) once, on top of [`super::avx2::available`].
-//! - Where the CPU runs 512-bit multiply-adds at full width, one instruction does the
-//!   work of two 8-lane ones; each lane's arithmetic is unchanged (same products,
-//!   same order), so results are bit for bit those of the 8-lane code.
+//! - The entry points here call the `#[target_feature]` code of those kernels' own files
+//!   only after [`available`] said yes, and return `false` (nothing written) otherwise,
+//!   so that the caller falls back to the 8-lane AVX2 kernels.
+//! - Where a 16-lane path replaces an 8-lane one lane for lane (Winograd's), each lane's
+//!   arithmetic is unchanged (same products, same order): the results are bit for bit
+//!   those of the 8-lane code, and the tests check it.
 #![allow(unsafe_code)]
 
-use super::avx2::load;
 use super::one::Fwd;
 use super::pw16;
 use super::winograd::Wino;
 use super::winograd_weight::WinoWeight;
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{
-    __cpuid_count, __m512, _mm256_castps_pd, _mm512_add_ps, _mm512_castpd_ps, _mm512_castps256_ps512,
-    _mm512_castps_pd, _mm512_fmadd_ps, _mm512_insertf64x4, _mm512_loadu_ps, _mm512_mask_storeu_ps,
-    _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_shuffle_f32x4, _mm512_shuffle_ps, _mm512_storeu_ps,
-    _mm512_sub_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _xgetbv,
+    __cpuid_count, __m512, _mm512_add_ps, _mm512_castps_pd, _mm512_fmadd_ps, _mm512_loadu_ps,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_shuffle_f32x4, _mm512_shuffle_ps,
+    _mm512_storeu_ps, _mm512_sub_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -96,20 +98,6 @@ pub(crate) fn store16_first(v: F16, d: &mut [f32], n: usize) {
     let mask = ((1u32 << d.len()) - 1) as u16;
     // SAFETY: the mask selects `d.len()` lanes, all writable; masked lanes are not written.
     unsafe { _mm512_mask_storeu_ps(d.as_mut_ptr(), mask, v.0) }
-}
-
-/// The 8 words at the start of `a`, then the 8 at the start of `b` (panics if either
-/// is shorter, like indexing).
-#[target_feature(enable = "avx512f")]
-#[inline]
-#[allow(dead_code)] // No caller since winograd_weight.rs's products read 16 contiguous words.
-pub(crate) fn load8x2(a: &[f32], b: &[f32]) -> F16 {
-    let (lo, hi) = (load(a), load(b));
-    let hi = _mm256_castps_pd(hi.0);
-    F16(_mm512_castpd_ps(_mm512_insertf64x4::<1>(
-        _mm512_castps_pd(_mm512_castps256_ps512(lo.0)),
-        hi,
-    )))
 }
 
 /// `v` in every lane.

@@ -24,18 +24,18 @@
 //! - `winograd.rs`: Winograd F(2x2, 3x3) over 8-sample lanes for 3x3 stride-1
 //!   padding-1 convolutions, forward and backward-input, tried first by the strip
 //!   kernels' entry points for the shapes where it measured faster (`winograd::pays`:
-//!   planes narrower than 8, or 16 with AVX-512F, batches of 8 and more); its
-//!   products take 16 lanes where the CPU has AVX-512F ([`avx512`]).
+//!   planes narrower than 8, or 16 with AVX-512F, batches of 8 and more); where the
+//!   CPU has AVX-512F ([`avx512`]) the whole pipeline runs on 16-sample lanes.
 //! - `winograd_weight.rs`: Winograd F(2x2, 3x3) backward-weight of such convolutions
-//!   over 8-channel lanes, tried first by the strip kernels' backward-weight for the
-//!   shapes where it measured faster (`winograd_weight::pays`: 8 channels in and out
-//!   and more, 64 positions over the batch and more).
+//!   over 8-channel lanes (16 with AVX-512F), tried first by the strip kernels'
+//!   backward-weight for the shapes where it measured faster (`winograd_weight::pays`:
+//!   8 channels in and out and more, 64 positions over the batch and more).
 //! - [`dw8`]: depthwise 3x3 convolutions (strides 1 and 2) vectorised across channels,
 //!   tried first by every entry point; then [`depthwise`]: other strided depthwise
 //!   convolutions on small planes.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
 //!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB, Winograd
-//!   about 181 KiB, its backward-weight 144 KiB).
+//!   about 181 KiB, its backward-weight 88 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
 //!   cover, and every path is tested against the generic kernels on random shapes
 //!   (`tests.rs`), the AVX2 one whenever the CPU has it.

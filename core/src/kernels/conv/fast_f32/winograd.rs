@@ -208,12 +208,12 @@ impl Wino {
         if from >= self.n {
             return;
         }
-        let mut xb = [0.0f32; X_WORDS];
-        let mut vb = [0.0f32; V_WORDS];
-        let mut yb = [0.0f32; Y_WORDS];
+        let mut xb = Lines([0.0f32; X_WORDS]);
+        let mut vb = Lines([0.0f32; V_WORDS]);
+        let mut yb = Lines([0.0f32; Y_WORDS]);
         for n0 in (from..self.n).step_by(8) {
             let ns = 8.min(self.n - n0);
-            self.group8([n0, ns], src, u, [&mut xb, &mut vb, &mut yb], bias, out);
+            self.group8([n0, ns], src, u, [&mut xb.0, &mut vb.0, &mut yb.0], bias, out);
         }
     }
 
@@ -1022,8 +1022,8 @@ impl Wino {
     }
 }
 
-/// `N` words from a cache-line boundary: the buffers' vectors, at multiples of 16
-/// words, then each fill one line instead of straddling two.
+/// `N` words from a cache-line boundary: the buffers' vectors, at multiples of 8 or 16
+/// words, then each fill (part of) one line instead of straddling two.
 #[repr(C, align(64))]
 struct Lines<const N: usize>([f32; N]);
 

@@ -208,12 +208,12 @@ impl Wino {
         if from >= self.n {
             return;
         }
-        let mut xb = [0.0f32; X_WORDS];
-        let mut vb = [0.0f32; V_WORDS];
-        let mut yb = [0.0f32; Y_WORDS];
+        let mut xb = Lines([0.0f32; X_WORDS]);
+        let mut vb = Lines([0.0f32; V_WORDS]);
+        let mut yb = Lines([0.0f32; Y_WORDS]);
         for n0 in (from..self.n).step_by(8) {
             let ns = 8.min(self.n - n0);
-            self.group8([n0, ns], src, u, [&mut xb, &mut vb, &mut yb], bias, out);
+            self.group8([n0, ns], src, u, [&mut xb.0, &mut vb.0, &mut yb.0], bias, out);
         }
     }
 
@@ -240,14 +240,14 @@ impl Wino {
         out: &mut [f32],
         bias: Option<Option<&[f32]>>,
     ) {
-        let mut xb = [0.0f32; X];
-        let mut vb = [0.0f32; 16 * Self::XS16];
-        let mut yb = [0.0f32; Y];
+        let mut xb = Lines([0.0f32; X]);
+        let mut vb = Lines([0.0f32; 16 * Self::XS16]);
+        let mut yb = Lines([0.0f32; Y]);
         let mut m = [splat16(0.0); 256];
         let mut b = Bufs16 {
-            xb: &mut xb,
-            vb: &mut vb,
-            yb: &mut yb,
+            xb: &mut xb.0,
+            vb: &mut vb.0,
+            yb: &mut yb.0,
             m: &mut m,
         };
         for n0 in (0..self.n).step_by(16) {
@@ -1021,6 +1021,11 @@ impl Wino {
         }
     }
 }
+
+/// `N` words from a cache-line boundary: the buffers' vectors, at multiples of 8 or 16
+/// words, then each fill (part of) one line instead of straddling two.
+#[repr(C, align(64))]
+struct Lines<const N: usize>([f32; N]);
 
 /// The 16-lane path's working buffers ([`Wino::run16_in`]'s stack arrays): transposed
 /// input rows, one block's transformed inputs, one pass's outputs, one block's `M`.

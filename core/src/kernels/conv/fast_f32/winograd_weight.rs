@@ -239,28 +239,26 @@ impl WinoWeight {
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
         let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
         for ty in 0..self.th {
-            let pa = xc[(2 * ty + a) * row..][..row].windows(64).step_by(32);
-            let pb = xc[(2 * ty + b) * row..][..row].windows(64).step_by(32);
-            for (pa, pb) in pa.zip(pb).take(self.tw) {
-                let e: [_; 4] = core::array::from_fn(|c| {
-                    let (da, db) = (load16(&pa[16 * c..]), load16(&pb[16 * c..]));
-                    if R == 1 {
-                        add16(da, db)
-                    } else {
-                        sub16(da, db)
-                    }
-                });
-                let t = [
-                    sub16(e[0], e[2]),
-                    add16(e[1], e[2]),
-                    sub16(e[2], e[1]),
-                    sub16(e[1], e[3]),
-                ];
+            let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
+            // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
+            let e = |p: usize| {
+                let (da, db) = (load16(&pa[16 * p..]), load16(&pb[16 * p..]));
+                if R == 1 {
+                    add16(da, db)
+                } else {
+                    sub16(da, db)
+                }
+            };
+            let (mut e0, mut e1) = (e(0), e(1));
+            for tx in 0..self.tw {
+                let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
+                let t = [sub16(e0, e2), add16(e1, e2), sub16(e2, e1), sub16(e1, e3)];
                 for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
                     if let Some(dst) = d.next() {
                         store16(tv, &mut dst[c0..]);
                     }
                 }
+                (e0, e1) = (e2, e3);
             }
         }
     }
@@ -322,24 +320,26 @@ impl WinoWeight {
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
         let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
         for ty in 0..self.th {
-            // 4 x 8 words from column 2 tx of padded rows 2 ty + a and 2 ty + b.
-            let pa = xc[(2 * ty + a) * row..][..row].windows(32).step_by(16);
-            let pb = xc[(2 * ty + b) * row..][..row].windows(32).step_by(16);
-            for (pa, pb) in pa.zip(pb).take(self.tw) {
-                let e: [_; 4] = core::array::from_fn(|c| {
-                    let (da, db) = (load(&pa[8 * c..]), load(&pb[8 * c..]));
-                    if R == 1 {
-                        add(da, db)
-                    } else {
-                        sub(da, db)
-                    }
-                });
-                let t = [sub(e[0], e[2]), add(e[1], e[2]), sub(e[2], e[1]), sub(e[1], e[3])];
+            let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
+            // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
+            let e = |p: usize| {
+                let (da, db) = (load(&pa[8 * p..]), load(&pb[8 * p..]));
+                if R == 1 {
+                    add(da, db)
+                } else {
+                    sub(da, db)
+                }
+            };
+            let (mut e0, mut e1) = (e(0), e(1));
+            for tx in 0..self.tw {
+                let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
+                let t = [sub(e0, e2), add(e1, e2), sub(e2, e1), sub(e1, e3)];
                 for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
                     if let Some(dst) = d.next() {
                         store(tv, &mut dst[c0..]);
                     }
                 }
+                (e0, e1) = (e2, e3);
             }
         }
     }

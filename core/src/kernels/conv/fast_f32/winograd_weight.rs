@@ -237,7 +237,7 @@ impl WinoWeight {
     fn input_row16<const R: usize>(&self, xc: &[f32], c0: usize, v: &mut [f32]) {
         let row = (2 * self.tw + 2) * 16;
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
+        let mut d = tile_columns(v);
         for ty in 0..self.th {
             let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
             // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
@@ -253,10 +253,9 @@ impl WinoWeight {
             for tx in 0..self.tw {
                 let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
                 let t = [sub16(e0, e2), add16(e1, e2), sub16(e2, e1), sub16(e1, e3)];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store16(tv, &mut dst[c0..]);
-                    }
+                let at = (ty * self.tw + tx) * self.cip + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store16(tv, &mut d[at..]);
                 }
                 (e0, e1) = (e2, e3);
             }
@@ -268,11 +267,11 @@ impl WinoWeight {
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn gradient_row16<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
         let row = 2 * self.tw * 16;
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(w, self.cop);
+        let mut d = tile_columns(w);
         for ty in 0..self.th {
             let g0 = gc[2 * ty * row..][..row].chunks_exact(32);
             let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(32);
-            for (g0, g1) in g0.zip(g1) {
+            for (tx, (g0, g1)) in g0.zip(g1).enumerate() {
                 let e = match R {
                     0 => [load16(g0), load16(&g0[16..])],
                     1 => [
@@ -286,10 +285,9 @@ impl WinoWeight {
                     _ => [load16(g1), load16(&g1[16..])],
                 };
                 let t = [e[0], add16(e[0], e[1]), sub16(e[0], e[1]), e[1]];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store16(tv, &mut dst[c0..]);
-                    }
+                let at = (ty * self.tw + tx) * self.cop + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store16(tv, &mut d[at..]);
                 }
             }
         }
@@ -318,7 +316,7 @@ impl WinoWeight {
         let row = (2 * self.tw + 2) * 8;
         // `B^T`'s row `R`: `d[a] - d[b]`, or `d[a] + d[b]` for row 1.
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
+        let mut d = tile_columns(v);
         for ty in 0..self.th {
             let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
             // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
@@ -334,10 +332,9 @@ impl WinoWeight {
             for tx in 0..self.tw {
                 let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
                 let t = [sub(e0, e2), add(e1, e2), sub(e2, e1), sub(e1, e3)];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store(tv, &mut dst[c0..]);
-                    }
+                let at = (ty * self.tw + tx) * self.cip + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store(tv, &mut d[at..]);
                 }
                 (e0, e1) = (e2, e3);
             }
@@ -351,11 +348,11 @@ impl WinoWeight {
     #[target_feature(enable = "avx2,fma")]
     fn gradient_row<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
         let row = 2 * self.tw * 8;
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(w, self.cop);
+        let mut d = tile_columns(w);
         for ty in 0..self.th {
             let g0 = gc[2 * ty * row..][..row].chunks_exact(16);
             let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(16);
-            for (g0, g1) in g0.zip(g1) {
+            for (tx, (g0, g1)) in g0.zip(g1).enumerate() {
                 // Rows g0, g0 + g1, g0 - g1, g1; then the same along the row.
                 let e = match R {
                     0 => [load(g0), load(&g0[8..])],
@@ -364,26 +361,12 @@ impl WinoWeight {
                     _ => [load(g1), load(&g1[8..])],
                 };
                 let t = [e[0], add(e[0], e[1]), sub(e[0], e[1]), e[1]];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store(tv, &mut dst[c0..]);
-                    }
+                let at = (ty * self.tw + tx) * self.cop + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store(tv, &mut d[at..]);
                 }
             }
         }
-    }
-
-    /// The 4 columns of `t` ([`column`]) as iterators over their tiles' rows of `width`
-    /// words.
-    fn tile_rows<'a>(&self, t: &'a mut [f32], width: usize) -> [core::slice::ChunksExactMut<'a, f32>; 4] {
-        let n = self.th * self.tw * width;
-        let stride = t.len() / 4;
-        let mut cols = t.chunks_exact_mut(stride.max(1));
-        core::array::from_fn(|_| {
-            let c = cols.next().unwrap_or_default();
-            let n = n.min(c.len());
-            c[..n].chunks_exact_mut(width)
-        })
     }
 
     /// Blocks of `r` input channels from `ci0` (near-equal blocks of up to `rmax`) x
@@ -562,6 +545,13 @@ impl WinoWeight {
             }
         }
     }
+}
+
+/// The 4 columns of `t` ([`column`]), `[tile][channel]`.
+fn tile_columns(t: &mut [f32]) -> [&mut [f32]; 4] {
+    let stride = t.len() / 4;
+    let mut cols = t.chunks_exact_mut(stride.max(1));
+    core::array::from_fn(|_| cols.next().unwrap_or_default())
 }
 
 /// `dst[(y * row + x) * step + c] = src[c][y][x]` for `cs <= 8` planes of `h x w`

@@ -237,30 +237,27 @@ impl WinoWeight {
     fn input_row16<const R: usize>(&self, xc: &[f32], c0: usize, v: &mut [f32]) {
         let row = (2 * self.tw + 2) * 16;
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
+        let mut d = tile_columns(v);
         for ty in 0..self.th {
-            let pa = xc[(2 * ty + a) * row..][..row].windows(64).step_by(32);
-            let pb = xc[(2 * ty + b) * row..][..row].windows(64).step_by(32);
-            for (pa, pb) in pa.zip(pb).take(self.tw) {
-                let e: [_; 4] = core::array::from_fn(|c| {
-                    let (da, db) = (load16(&pa[16 * c..]), load16(&pb[16 * c..]));
-                    if R == 1 {
-                        add16(da, db)
-                    } else {
-                        sub16(da, db)
-                    }
-                });
-                let t = [
-                    sub16(e[0], e[2]),
-                    add16(e[1], e[2]),
-                    sub16(e[2], e[1]),
-                    sub16(e[1], e[3]),
-                ];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store16(tv, &mut dst[c0..]);
-                    }
+            let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
+            // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
+            let e = |p: usize| {
+                let (da, db) = (load16(&pa[16 * p..]), load16(&pb[16 * p..]));
+                if R == 1 {
+                    add16(da, db)
+                } else {
+                    sub16(da, db)
                 }
+            };
+            let (mut e0, mut e1) = (e(0), e(1));
+            for tx in 0..self.tw {
+                let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
+                let t = [sub16(e0, e2), add16(e1, e2), sub16(e2, e1), sub16(e1, e3)];
+                let at = (ty * self.tw + tx) * self.cip + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store16(tv, &mut d[at..]);
+                }
+                (e0, e1) = (e2, e3);
             }
         }
     }
@@ -270,11 +267,11 @@ impl WinoWeight {
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn gradient_row16<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
         let row = 2 * self.tw * 16;
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(w, self.cop);
+        let mut d = tile_columns(w);
         for ty in 0..self.th {
             let g0 = gc[2 * ty * row..][..row].chunks_exact(32);
             let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(32);
-            for (g0, g1) in g0.zip(g1) {
+            for (tx, (g0, g1)) in g0.zip(g1).enumerate() {
                 let e = match R {
                     0 => [load16(g0), load16(&g0[16..])],
                     1 => [
@@ -288,10 +285,9 @@ impl WinoWeight {
                     _ => [load16(g1), load16(&g1[16..])],
                 };
                 let t = [e[0], add16(e[0], e[1]), sub16(e[0], e[1]), e[1]];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store16(tv, &mut dst[c0..]);
-                    }
+                let at = (ty * self.tw + tx) * self.cop + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store16(tv, &mut d[at..]);
                 }
             }
         }
@@ -320,26 +316,27 @@ impl WinoWeight {
         let row = (2 * self.tw + 2) * 8;
         // `B^T`'s row `R`: `d[a] - d[b]`, or `d[a] + d[b]` for row 1.
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(v, self.cip);
+        let mut d = tile_columns(v);
         for ty in 0..self.th {
-            // 4 x 8 words from column 2 tx of padded rows 2 ty + a and 2 ty + b.
-            let pa = xc[(2 * ty + a) * row..][..row].windows(32).step_by(16);
-            let pb = xc[(2 * ty + b) * row..][..row].windows(32).step_by(16);
-            for (pa, pb) in pa.zip(pb).take(self.tw) {
-                let e: [_; 4] = core::array::from_fn(|c| {
-                    let (da, db) = (load(&pa[8 * c..]), load(&pb[8 * c..]));
-                    if R == 1 {
-                        add(da, db)
-                    } else {
-                        sub(da, db)
-                    }
-                });
-                let t = [sub(e[0], e[2]), add(e[1], e[2]), sub(e[2], e[1]), sub(e[1], e[3])];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store(tv, &mut dst[c0..]);
-                    }
+            let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
+            // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
+            let e = |p: usize| {
+                let (da, db) = (load(&pa[8 * p..]), load(&pb[8 * p..]));
+                if R == 1 {
+                    add(da, db)
+                } else {
+                    sub(da, db)
                 }
+            };
+            let (mut e0, mut e1) = (e(0), e(1));
+            for tx in 0..self.tw {
+                let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
+                let t = [sub(e0, e2), add(e1, e2), sub(e2, e1), sub(e1, e3)];
+                let at = (ty * self.tw + tx) * self.cip + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store(tv, &mut d[at..]);
+                }
+                (e0, e1) = (e2, e3);
             }
         }
     }
@@ -351,11 +348,11 @@ impl WinoWeight {
     #[target_feature(enable = "avx2,fma")]
     fn gradient_row<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
         let row = 2 * self.tw * 8;
-        let [mut d0, mut d1, mut d2, mut d3] = self.tile_rows(w, self.cop);
+        let mut d = tile_columns(w);
         for ty in 0..self.th {
             let g0 = gc[2 * ty * row..][..row].chunks_exact(16);
             let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(16);
-            for (g0, g1) in g0.zip(g1) {
+            for (tx, (g0, g1)) in g0.zip(g1).enumerate() {
                 // Rows g0, g0 + g1, g0 - g1, g1; then the same along the row.
                 let e = match R {
                     0 => [load(g0), load(&g0[8..])],
@@ -364,26 +361,12 @@ impl WinoWeight {
                     _ => [load(g1), load(&g1[8..])],
                 };
                 let t = [e[0], add(e[0], e[1]), sub(e[0], e[1]), e[1]];
-                for (d, tv) in [&mut d0, &mut d1, &mut d2, &mut d3].into_iter().zip(t) {
-                    if let Some(dst) = d.next() {
-                        store(tv, &mut dst[c0..]);
-                    }
+                let at = (ty * self.tw + tx) * self.cop + c0;
+                for (d, tv) in d.iter_mut().zip(t) {
+                    store(tv, &mut d[at..]);
                 }
             }
         }
-    }
-
-    /// The 4 columns of `t` ([`column`]) as iterators over their tiles' rows of `width`
-    /// words.
-    fn tile_rows<'a>(&self, t: &'a mut [f32], width: usize) -> [core::slice::ChunksExactMut<'a, f32>; 4] {
-        let n = self.th * self.tw * width;
-        let stride = t.len() / 4;
-        let mut cols = t.chunks_exact_mut(stride.max(1));
-        core::array::from_fn(|_| {
-            let c = cols.next().unwrap_or_default();
-            let n = n.min(c.len());
-            c[..n].chunks_exact_mut(width)
-        })
     }
 
     /// Blocks of `r` input channels from `ci0` (near-equal blocks of up to `rmax`) x
@@ -562,6 +545,13 @@ impl WinoWeight {
             }
         }
     }
+}
+
+/// The 4 columns of `t` ([`column`]), `[tile][channel]`.
+fn tile_columns(t: &mut [f32]) -> [&mut [f32]; 4] {
+    let stride = t.len() / 4;
+    let mut cols = t.chunks_exact_mut(stride.max(1));
+    core::array::from_fn(|_| cols.next().unwrap_or_default())
 }
 
 /// `dst[(y * row + x) * step + c] = src[c][y][x]` for `cs <= 8` planes of `h x w`

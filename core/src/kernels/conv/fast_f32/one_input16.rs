@@ -13,7 +13,7 @@
 //!   last vector may be partial (its extra lanes computed and dropped); reads outside
 //!   `gy` go through a zero-padded copy.
 
-use super::avx512::{add16_where, fma16, load16, splat16, store16, F16};
+use super::avx512::{add16_where, fma16, load16, load16_first, splat16, store16, store16_first, F16};
 use crate::kernels::conv::ConvGeom;
 
 /// Output channels per group this kernel takes.
@@ -197,17 +197,15 @@ impl Tiles16<'_> {
     }
 }
 
-/// `d[..n] += ` the first `n <= 16` lanes of `s`.
+/// `d[..n] += ` the first `n <= 16` lanes of `s` (a row's last, partial vector by
+/// masked load and store: the lanes past `n` are neither read nor written).
 #[target_feature(enable = "avx2,fma,avx512f")]
 #[inline]
 fn add_into(s: F16, d: &mut [f32], n: usize) {
     if n == 16 {
         store16(fma16(s, splat16(1.0), load16(d)), d);
     } else {
-        let mut tmp = [0.0f32; 16];
-        store16(s, &mut tmp);
-        for (dv, &t) in d[..n].iter_mut().zip(&tmp) {
-            *dv += t;
-        }
+        let v = fma16(s, splat16(1.0), load16_first(d, n));
+        store16_first(v, d, n);
     }
 }

@@ -131,26 +131,7 @@ impl Tiles<'_> {
         // The cut starts at plane position `q + (lo - 1) * w - 1`.
         let first = (base + q + lo * w) as isize - w as isize - 1;
         let end = first + ((cout - 1) * hw + cut) as isize;
-        let (src, stride, start) = if first >= 0 && end as usize <= gy.len() {
-            (gy, hw, first as usize)
-        } else {
-            // Zero-padded copies of the cuts (the first and the last tile of `gy`).
-            for o in 0..cout {
-                let d = &mut pad[o * cut..][..cut];
-                let s0 = first + (o * hw) as isize;
-                // `d[k]` is `gy[s0 + k]` for `k` in `a..b`, zero elsewhere.
-                let len = gy.len() as isize;
-                let a = (-s0).clamp(0, cut as isize) as usize;
-                let b = (len - s0).clamp(a as isize, cut as isize) as usize;
-                d[..a].fill(0.0);
-                if a < b {
-                    let from = (s0 + a as isize) as usize;
-                    d[a..b].copy_from_slice(&gy[from..from + (b - a)]);
-                }
-                d[b..].fill(0.0);
-            }
-            (&pad[..cout * cut], cut, 0)
-        };
+        let (src, stride, start) = cuts(gy, [first, end], [cut, cout, hw], pad);
         let mut acc = [[splat(0.0); R]; 3];
         // Indexed loops over rows: as iterators (`skip`, `take`) LLVM did not unroll
         // them, indexed the accumulators at run time and ran 7 times slower.
@@ -195,4 +176,34 @@ impl Tiles<'_> {
             }
         }
     }
+}
+
+/// The cuts of `cout` channels, `cut` words each, starting at plane position `first`
+/// (planes `hw` apart, the last cut ending at `end`): read in place from `gy` where they
+/// all lie inside it, else as zero-padded copies in `pad` (the first and the last tile
+/// of `gy`). Returns the words, the stride between channels and where the first starts.
+pub(super) fn cuts<'a>(
+    gy: &'a [f32],
+    [first, end]: [isize; 2],
+    [cut, cout, hw]: [usize; 3],
+    pad: &'a mut [f32],
+) -> (&'a [f32], usize, usize) {
+    if first >= 0 && end as usize <= gy.len() {
+        return (gy, hw, first as usize);
+    }
+    for o in 0..cout {
+        let d = &mut pad[o * cut..][..cut];
+        let s0 = first + (o * hw) as isize;
+        // `d[k]` is `gy[s0 + k]` for `k` in `a..b`, zero elsewhere.
+        let len = gy.len() as isize;
+        let a = (-s0).clamp(0, cut as isize) as usize;
+        let b = (len - s0).clamp(a as isize, cut as isize) as usize;
+        d[..a].fill(0.0);
+        if a < b {
+            let from = (s0 + a as isize) as usize;
+            d[a..b].copy_from_slice(&gy[from..from + (b - a)]);
+        }
+        d[b..].fill(0.0);
+    }
+    (&pad[..cout * cut], cut, 0)
 }

@@ -14,6 +14,7 @@
 //!   `gy` go through a zero-padded copy.
 
 use super::avx512::{add16_where, fma16, load16, load16_first, splat16, store16, store16_first, F16};
+use super::one_input::cuts;
 use crate::kernels::conv::ConvGeom;
 
 /// Output channels per group this kernel takes.
@@ -131,26 +132,7 @@ impl Tiles16<'_> {
         // The cut starts at plane position `q + (lo - 1) * w - 1`.
         let first = (a.base + q + lo * w) as isize - w as isize - 1;
         let end = first + ((cout - 1) * hw + cut) as isize;
-        let (src, stride, start) = if first >= 0 && end as usize <= gy.len() {
-            (gy, hw, first as usize)
-        } else {
-            // Zero-padded copies of the cuts (the first and the last tile of `gy`).
-            for o in 0..cout {
-                let d = &mut pad[o * cut..][..cut];
-                let s0 = first + (o * hw) as isize;
-                // `d[k]` is `gy[s0 + k]` for `k` in `a..b`, zero elsewhere.
-                let len = gy.len() as isize;
-                let a = (-s0).clamp(0, cut as isize) as usize;
-                let b = (len - s0).clamp(a as isize, cut as isize) as usize;
-                d[..a].fill(0.0);
-                if a < b {
-                    let from = (s0 + a as isize) as usize;
-                    d[a..b].copy_from_slice(&gy[from..from + (b - a)]);
-                }
-                d[b..].fill(0.0);
-            }
-            (&pad[..cout * cut], cut, 0)
-        };
+        let (src, stride, start) = cuts(gy, [first, end], [cut, cout, hw], pad);
         let mut acc = [[splat16(0.0); R]; 3];
         // Indexed loops over rows, as in `one_input.rs` (iterators were not unrolled),
         // over exclusive ranges: LLVM left `lo..=hi` rolled, the accumulators in memory.

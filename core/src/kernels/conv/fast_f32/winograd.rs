@@ -644,15 +644,8 @@ impl Wino {
         out: &mut [f32],
     ) {
         let plane = self.h * self.w;
-        let x0 = 2 * tx0;
-        let count = (2 * nt).min(self.w - x0);
-        let rows = 2.min(self.h - 2 * ty);
+        let [x0, count, runs, len] = self.out_runs(ty, tx0, nt);
         let cs = 4 * self.tb16;
-        let (runs, len) = if count == self.w {
-            (1, rows * count)
-        } else {
-            (rows, count)
-        };
         for co in 0..self.cout {
             for r in 0..runs {
                 let src = &yb[(co * cs + r * count) * 16..];
@@ -953,6 +946,21 @@ impl Wino {
         }
     }
 
+    /// Where a pass's outputs (tile row `ty`, tiles `tx0..tx0 + nt`) go in a plane:
+    /// `[x0, count, runs, len]`, runs of `len` outputs from `(2ty + r, x0)` for `r` below
+    /// `runs`, one per row of `count` positions, or one for both rows when they span
+    /// the plane's width (adjacent in `out`).
+    fn out_runs(&self, ty: usize, tx0: usize, nt: usize) -> [usize; 4] {
+        let x0 = 2 * tx0;
+        let count = (2 * nt).min(self.w - x0);
+        let rows = 2.min(self.h - 2 * ty);
+        if count == self.w {
+            [x0, count, 1, rows * count]
+        } else {
+            [x0, count, rows, count]
+        }
+    }
+
     /// The pass's outputs in `yb` (channels `4cb..`, tile row `ty`, tiles `tx0..tx0 +
     /// nt`) transposed back to samples `n0..n0 + ns` of `out`: stored, or added to it
     /// (`acc`). Positions past the plane are dropped. A pass over whole tile rows
@@ -968,16 +976,8 @@ impl Wino {
         out: &mut [f32],
     ) {
         let plane = self.h * self.w;
-        let x0 = 2 * tx0;
-        let count = (2 * nt).min(self.w - x0);
-        let rows = 2.min(self.h - 2 * ty);
+        let [x0, count, runs, len] = self.out_runs(ty, tx0, nt);
         let row = 2 * self.tb * 8;
-        // Runs of `len` outputs from `(2ty + r, x0)`, one per row or one for both.
-        let (runs, len) = if count == self.w {
-            (1, rows * count)
-        } else {
-            (rows, count)
-        };
         let lane = load(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
         for o in 0..4.min(self.cout - 4 * cb) {
             let co = 4 * cb + o;

@@ -2,7 +2,7 @@
 //! "mobile-fcn" (bench/w2.rs) training steps and inference in torchlet, optionally side
 //! by side with PyTorch eager, plus per-kernel
 //! figures for W1's three convolutions and MobileNet-like depthwise 3x3 and pointwise
-//! ones.
+//! ones (bench/kernels.rs) against the measured peak (bench/peak.rs).
 //!
 //! ```text
 //! cargo run --release -p torchlet-tests --example bench [-- --pytorch] [--rounds N] [--quick] [--case b1-28x28] [--layers] [--kernels] [--w2-convs]
@@ -35,13 +35,16 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::process::Command;
 use std::time::Instant;
-use torchlet::bench::{reference as conv, ConvGeom, KernelSet, F32};
 use torchlet::init::Rng;
 use torchlet::nn::digits_fcn;
 use torchlet::optim::Sgd;
 use torchlet::Graph;
 use torchlet_tests::train::{plan_bytes, TAPE};
 
+#[path = "bench/kernels.rs"]
+mod kernels;
+#[path = "bench/peak.rs"]
+mod peak;
 #[path = "bench/w2.rs"]
 mod w2;
 
@@ -361,258 +364,6 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// W1's three convolutions at batch `n` and 28x28 input.
-fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
-    let geom = |c_in, c_out, hw| ConvGeom {
-        n,
-        c_in,
-        h: hw,
-        w: hw,
-        c_out,
-        kh: 3,
-        kw: 3,
-        oh: hw,
-        ow: hw,
-        stride: [1, 1],
-        pad: [1, 1],
-        dil: [1, 1],
-        groups: 1,
-    };
-    [
-        ("conv1 1->8 28x28", geom(1, 8, 28)),
-        ("conv2 8->16 14x14", geom(8, 16, 14)),
-        ("conv3 16->32 7x7", geom(16, 32, 7)),
-    ]
-}
-
-/// MobileNet-like depthwise 3x3 and pointwise (1x1) convolutions at batch `n`, 14x14.
-fn mobile_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
-    let geom = |c_in, c_out, k, groups| ConvGeom {
-        n,
-        c_in,
-        h: 14,
-        w: 14,
-        c_out,
-        kh: k,
-        kw: k,
-        oh: 14,
-        ow: 14,
-        stride: [1, 1],
-        pad: [k / 2, k / 2],
-        dil: [1, 1],
-        groups,
-    };
-    [
-        ("dw3x3 32ch 14x14", geom(32, 32, 3, 32)),
-        ("dw3x3 16ch 14x14", geom(16, 16, 3, 16)),
-        ("pw1x1 16->32 14x14", geom(16, 32, 1, 1)),
-    ]
-}
-
-/// The clock from /proc/cpuinfo times the FLOP per cycle of two FMA pipes of the
-/// widest vectors the kernels use; under a hypervisor that clock is often the base
-/// clock, so when the measured peak is higher the clock it implies is printed too.
-fn nominal_peak(ghz: f64, measured: f64, avx512: bool) -> String {
-    let (per_cycle, isa) = if avx512 {
-        (64.0, "AVX-512F FMA x2")
-    } else {
-        (32.0, "AVX2 FMA x2")
-    };
-    let nominal = ghz * per_cycle;
-    let implied = if measured > nominal {
-        format!(
-            "; the measured peak implies {:.2} GHz, above the reported clock",
-            measured / per_cycle
-        )
-    } else {
-        String::new()
-    };
-    format!("; nominal {nominal:.1} GFLOP/s ({ghz:.2} GHz x {per_cycle} FLOP/cycle, {isa}){implied}")
-}
-
-/// The attainable peak of the widest instructions the kernels use in this run, and
-/// their name: the 16-lane FMA loop when some dispatch to AVX-512F at run time, the
-/// 8-lane one for AVX2 + FMA, else this build's multiply-add loop.
-fn measured_peak_gflops() -> (f64, &'static str) {
-    #[cfg(target_arch = "x86_64")]
-    if torchlet::bench::avx512_available() {
-        // SAFETY: `avx512_available` checked that the CPU and the OS support AVX-512F.
-        return (unsafe { fma16_peak_gflops() }, "AVX-512F");
-    }
-    #[cfg(target_arch = "x86_64")]
-    if torchlet::bench::avx2_available() {
-        // SAFETY: `available` checked that the CPU and the OS support AVX2 and FMA.
-        return (unsafe { fma_peak_gflops() }, "AVX2 + FMA");
-    }
-    (mul_add_peak_gflops(), "this build's SIMD")
-}
-
-/// GFLOP/s of 16 independent 16-lane FMA chains; the best of many short blocks.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn fma16_peak_gflops() -> f64 {
-    use std::arch::x86_64::{_mm512_fmadd_ps, _mm512_set1_ps};
-    let (m, c) = (_mm512_set1_ps(black_box(0.999)), _mm512_set1_ps(black_box(1e-3)));
-    let iters = 20_000usize;
-    let mut best = 0.0f64;
-    for _ in 0..300 {
-        let mut acc = [_mm512_set1_ps(black_box(0.5)); 16];
-        let t = Instant::now();
-        for _ in 0..iters {
-            for a in acc.iter_mut() {
-                *a = _mm512_fmadd_ps(*a, m, c);
-            }
-        }
-        black_box(&acc);
-        best = best.max((iters * 16 * 16 * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
-    }
-    best
-}
-
-/// GFLOP/s of 12 independent 8-lane FMA chains (two FMA pipes x a latency of 4-5
-/// cycles need at least 10 in flight); the best of many short blocks.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn fma_peak_gflops() -> f64 {
-    use std::arch::x86_64::{_mm256_fmadd_ps, _mm256_set1_ps};
-    let (m, c) = (_mm256_set1_ps(black_box(0.999)), _mm256_set1_ps(black_box(1e-3)));
-    let iters = 20_000usize;
-    let mut best = 0.0f64;
-    for _ in 0..300 {
-        let mut acc = [_mm256_set1_ps(black_box(0.5)); 12];
-        let t = Instant::now();
-        for _ in 0..iters {
-            for a in acc.iter_mut() {
-                *a = _mm256_fmadd_ps(*a, m, c);
-            }
-        }
-        black_box(&acc);
-        best = best.max((iters * 12 * 8 * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
-    }
-    best
-}
-
-/// GFLOP/s of a loop of independent multiply-adds: this build's attainable peak. The
-/// best of many short blocks, so that time slices lost to other processes do not count.
-fn mul_add_peak_gflops() -> f64 {
-    let (m, c) = (black_box(0.999_f32), black_box(1e-3_f32));
-    let iters = 20_000usize;
-    let mut best = 0.0f64;
-    for _ in 0..300 {
-        let mut acc = black_box([[0.5f32; 8]; 6]);
-        let t = Instant::now();
-        for _ in 0..iters {
-            for a in acc.iter_mut() {
-                for v in a.iter_mut() {
-                    *v = *v * m + c;
-                }
-            }
-        }
-        black_box(&acc);
-        best = best.max((iters * 6 * 8 * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
-    }
-    best
-}
-
-/// Clock (GHz) and model name from /proc/cpuinfo, and whether it has AVX2 and FMA.
-fn cpu_info() -> (String, f64, bool) {
-    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let field = |k: &str| {
-        text.lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split(':').nth(1))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
-    let ghz = field("cpu MHz").parse::<f64>().unwrap_or(0.0) / 1000.0;
-    let flags = field("flags");
-    let wide = flags.split(' ').any(|f| f == "avx2") && flags.split(' ').any(|f| f == "fma");
-    (field("model name"), ghz, wide)
-}
-
-type ConvKernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
-
-fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
-    use torchlet::bench::portable as fast;
-    let fwd_generic: ConvKernel = |g, x, w, y| conv::conv2d_forward(g, x, w, None, y);
-    let fwd_portable: ConvKernel = |g, x, w, y| fast::conv2d_forward_portable(g, x, w, None, y);
-    let fwd_f32: ConvKernel = |g, x, w, y| F32::conv2d_forward(g, x, w, None, y);
-    // Generic, portable tiled (this build's SIMD), and what `f32` uses (AVX2 + FMA
-    // when the CPU has it).
-    let kernels: [(&str, ConvKernel, ConvKernel, ConvKernel); 3] = [
-        ("forward", fwd_generic, fwd_portable, fwd_f32),
-        (
-            "backward-input",
-            conv::conv2d_backward_input,
-            fast::conv2d_backward_input_portable,
-            F32::conv2d_backward_input,
-        ),
-        (
-            "backward-weight",
-            conv::conv2d_backward_weight,
-            fast::conv2d_backward_weight_portable,
-            F32::conv2d_backward_weight,
-        ),
-    ];
-    out.line(format!(
-        "\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)"
-    ));
-    out.line(
-        "GFLOP/s count a direct convolution's multiply-adds; where the f32 kernel is Winograd F(2x2,3x3) \
-         (3x3 stride 1: forward and backward-input on planes under 8 wide, or 16 with AVX-512F, at batch >= 8, \
-         conv3 and with AVX-512F conv2 at batch 32; backward-weight with >= 8 channels in and out, conv2 and conv3 at batch 32, conv2 at batch 1) \
-         the rate is effective",
-    );
-    out.line(format!(
-        "{:<20} {:>5} {:<16} {:>8} {:>7} {:>9} {:>7} {:>8} {:>7} {:>8}",
-        "layer", "batch", "kernel", "generic", "%peak", "portable", "%peak", "f32", "%peak", "speedup"
-    ));
-    for n in [1usize, 32] {
-        for (name, g) in w1_convs(n).into_iter().chain(mobile_convs(n)) {
-            let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
-            let x: Vec<f32> = (0..g.n * g.c_in * g.h * g.w)
-                .map(|i| (i % 13) as f32 * 0.1 - 0.6)
-                .collect();
-            let wt: Vec<f32> = (0..g.c_out * g.c_in / g.groups * g.kh * g.kw)
-                .map(|i| (i % 7) as f32 * 0.1 - 0.3)
-                .collect();
-            let gy: Vec<f32> = (0..g.n * g.c_out * g.oh * g.ow)
-                .map(|i| (i % 5) as f32 * 0.1 - 0.2)
-                .collect();
-            let iters = if quick {
-                20
-            } else {
-                (20_000_000.0 / flops).clamp(20.0, 5000.0) as usize
-            };
-            for (kname, generic, portable, special) in kernels {
-                let run = |k: ConvKernel| {
-                    let (a, b, mut out) = match kname {
-                        "forward" => (&x, &wt, vec![0.0f32; gy.len()]),
-                        "backward-input" => (&gy, &wt, vec![0.0f32; x.len()]),
-                        _ => (&gy, &x, vec![0.0f32; wt.len()]),
-                    };
-                    let us = median_us(iters, || k(&g, black_box(a), black_box(b), black_box(&mut out))).cpu;
-                    flops / us / 1e3
-                };
-                let (gg, gp, gs) = (run(generic), run(portable), run(special));
-                out.line(format!(
-                    "{:<20} {:>5} {:<16} {:>8.2} {:>6.1}% {:>9.2} {:>6.1}% {:>8.2} {:>6.1}% {:>7.1}x",
-                    name,
-                    n,
-                    kname,
-                    gg,
-                    100.0 * gg / peak,
-                    gp,
-                    100.0 * gp / peak,
-                    gs,
-                    100.0 * gs / peak,
-                    gs / gg
-                ));
-            }
-        }
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let with_torch = args.iter().any(|a| a == "--pytorch");
@@ -659,7 +410,7 @@ fn main() {
         }
         return;
     }
-    let (model, ghz, wide) = cpu_info();
+    let (model, ghz, wide) = peak::cpu_info();
     let simd = if cfg!(target_feature = "avx2") {
         "AVX2"
     } else if cfg!(target_feature = "avx") {
@@ -684,9 +435,9 @@ fn main() {
     out.line(format!(
         "machine: {model}, {ghz:.3} GHz, 1 thread; build SIMD: {simd}; conv kernels: {kernels}"
     ));
-    let (peak, isa) = measured_peak_gflops();
+    let (peak, isa) = peak::measured_peak_gflops();
     let nominal = if wide {
-        nominal_peak(ghz, peak, dispatch512)
+        peak::nominal_peak(ghz, peak, dispatch512)
     } else {
         String::new()
     };
@@ -750,7 +501,7 @@ fn main() {
     }
     out.line("(ratio = torchlet / PyTorch; below 1 means torchlet is faster)");
     if only.is_none() {
-        kernel_table(&mut out, peak, quick);
+        kernels::kernel_table(&mut out, peak, quick);
     }
     if let Some(path) = results_file {
         let block = results_block(&args, &model, &load_start, &out.0);

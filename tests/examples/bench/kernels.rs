@@ -1,0 +1,139 @@
+//! The benchmark's conv2d kernel table: W1's three convolutions and MobileNet-like
+//! depthwise and pointwise ones, each kernel (forward, backward-input,
+//! backward-weight) generic, portable and `f32`'s own, in GFLOP/s and % of the
+//! measured peak.
+
+use super::{median_us, Out};
+use std::hint::black_box;
+use torchlet::bench::{reference as conv, ConvGeom, KernelSet, F32};
+
+/// W1's three convolutions at batch `n` and 28x28 input.
+fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
+    let geom = |c_in, c_out, hw| ConvGeom {
+        n,
+        c_in,
+        h: hw,
+        w: hw,
+        c_out,
+        kh: 3,
+        kw: 3,
+        oh: hw,
+        ow: hw,
+        stride: [1, 1],
+        pad: [1, 1],
+        dil: [1, 1],
+        groups: 1,
+    };
+    [
+        ("conv1 1->8 28x28", geom(1, 8, 28)),
+        ("conv2 8->16 14x14", geom(8, 16, 14)),
+        ("conv3 16->32 7x7", geom(16, 32, 7)),
+    ]
+}
+
+/// MobileNet-like depthwise 3x3 and pointwise (1x1) convolutions at batch `n`, 14x14.
+fn mobile_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
+    let geom = |c_in, c_out, k, groups| ConvGeom {
+        n,
+        c_in,
+        h: 14,
+        w: 14,
+        c_out,
+        kh: k,
+        kw: k,
+        oh: 14,
+        ow: 14,
+        stride: [1, 1],
+        pad: [k / 2, k / 2],
+        dil: [1, 1],
+        groups,
+    };
+    [
+        ("dw3x3 32ch 14x14", geom(32, 32, 3, 32)),
+        ("dw3x3 16ch 14x14", geom(16, 16, 3, 16)),
+        ("pw1x1 16->32 14x14", geom(16, 32, 1, 1)),
+    ]
+}
+
+type ConvKernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]);
+
+pub fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
+    use torchlet::bench::portable as fast;
+    let fwd_generic: ConvKernel = |g, x, w, y| conv::conv2d_forward(g, x, w, None, y);
+    let fwd_portable: ConvKernel = |g, x, w, y| fast::conv2d_forward_portable(g, x, w, None, y);
+    let fwd_f32: ConvKernel = |g, x, w, y| F32::conv2d_forward(g, x, w, None, y);
+    // Generic, portable tiled (this build's SIMD), and what `f32` uses (AVX2 + FMA
+    // when the CPU has it).
+    let kernels: [(&str, ConvKernel, ConvKernel, ConvKernel); 3] = [
+        ("forward", fwd_generic, fwd_portable, fwd_f32),
+        (
+            "backward-input",
+            conv::conv2d_backward_input,
+            fast::conv2d_backward_input_portable,
+            F32::conv2d_backward_input,
+        ),
+        (
+            "backward-weight",
+            conv::conv2d_backward_weight,
+            fast::conv2d_backward_weight_portable,
+            F32::conv2d_backward_weight,
+        ),
+    ];
+    out.line(format!(
+        "\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)"
+    ));
+    out.line(
+        "GFLOP/s count a direct convolution's multiply-adds; where the f32 kernel is Winograd F(2x2,3x3) \
+         (3x3 stride 1: forward and backward-input on planes under 8 wide, or 16 with AVX-512F, at batch >= 8, \
+         conv3 and with AVX-512F conv2 at batch 32; backward-weight with >= 8 channels in and out, conv2 and conv3 at batch 32, conv2 at batch 1) \
+         the rate is effective",
+    );
+    out.line(format!(
+        "{:<20} {:>5} {:<16} {:>8} {:>7} {:>9} {:>7} {:>8} {:>7} {:>8}",
+        "layer", "batch", "kernel", "generic", "%peak", "portable", "%peak", "f32", "%peak", "speedup"
+    ));
+    for n in [1usize, 32] {
+        for (name, g) in w1_convs(n).into_iter().chain(mobile_convs(n)) {
+            let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
+            let x: Vec<f32> = (0..g.n * g.c_in * g.h * g.w)
+                .map(|i| (i % 13) as f32 * 0.1 - 0.6)
+                .collect();
+            let wt: Vec<f32> = (0..g.c_out * g.c_in / g.groups * g.kh * g.kw)
+                .map(|i| (i % 7) as f32 * 0.1 - 0.3)
+                .collect();
+            let gy: Vec<f32> = (0..g.n * g.c_out * g.oh * g.ow)
+                .map(|i| (i % 5) as f32 * 0.1 - 0.2)
+                .collect();
+            let iters = if quick {
+                20
+            } else {
+                (20_000_000.0 / flops).clamp(20.0, 5000.0) as usize
+            };
+            for (kname, generic, portable, special) in kernels {
+                let run = |k: ConvKernel| {
+                    let (a, b, mut out) = match kname {
+                        "forward" => (&x, &wt, vec![0.0f32; gy.len()]),
+                        "backward-input" => (&gy, &wt, vec![0.0f32; x.len()]),
+                        _ => (&gy, &x, vec![0.0f32; wt.len()]),
+                    };
+                    let us = median_us(iters, || k(&g, black_box(a), black_box(b), black_box(&mut out))).cpu;
+                    flops / us / 1e3
+                };
+                let (gg, gp, gs) = (run(generic), run(portable), run(special));
+                out.line(format!(
+                    "{:<20} {:>5} {:<16} {:>8.2} {:>6.1}% {:>9.2} {:>6.1}% {:>8.2} {:>6.1}% {:>7.1}x",
+                    name,
+                    n,
+                    kname,
+                    gg,
+                    100.0 * gg / peak,
+                    gp,
+                    100.0 * gp / peak,
+                    gs,
+                    100.0 * gs / peak,
+                    gs / gg
+                ));
+            }
+        }
+    }
+}

@@ -15,6 +15,7 @@
 
 use super::one::Fwd;
 use super::pw16;
+use super::pw_weight16;
 use super::winograd::Wino;
 use super::winograd_weight::WinoWeight;
 use crate::kernels::conv::ConvGeom;
@@ -176,6 +177,13 @@ pub(crate) fn pointwise_forward(
 pub(crate) fn pointwise_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { pw16::backward_input(g, gy, w, gx) }
+}
+
+/// `gw += correlate(gy, x)` for the shapes of [`pointwise_forward`] (`pw_weight16.rs`);
+/// `false` as it.
+pub(crate) fn pointwise_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { pw_weight16::backward_weight(g, gy, x, gw) }
 }
 
 /// `one.rs`'s forward over one sample and block of `B` channels with 16-lane vectors

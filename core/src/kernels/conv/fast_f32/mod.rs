@@ -20,7 +20,8 @@
 //!   channels per tile; `one_input16.rs`: 6 rows per tile).
 //! - With AVX-512F, 1x1 stride-1 convolutions (W2's expand and project layers) take
 //!   `pw16.rs` first, forward and backward-input: matrix products over 16 positions
-//!   per vector.
+//!   per vector; and `pw_weight16.rs` for backward-weight on planes of 32 positions
+//!   and more: sums along both operands' rows, across lanes once per weight.
 //! - `winograd.rs`: Winograd F(2x2, 3x3) over 8-sample lanes for 3x3 stride-1
 //!   padding-1 convolutions, forward and backward-input, tried first by the strip
 //!   kernels' entry points for the shapes where it measured faster (`winograd::pays`:
@@ -69,6 +70,8 @@ pub(crate) mod planes;
 mod pool8;
 #[cfg(target_arch = "x86_64")]
 mod pw16;
+#[cfg(target_arch = "x86_64")]
+mod pw_weight16;
 #[cfg(target_arch = "x86_64")]
 mod rows;
 #[cfg(target_arch = "x86_64")]

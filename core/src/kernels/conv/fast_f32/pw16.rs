@@ -30,8 +30,8 @@ struct Pw {
     wi: usize,
 }
 
-/// Whether `g` is a convolution this file takes.
-fn pointwise(g: &ConvGeom) -> bool {
+/// Whether `g` is a convolution this file (and `pw_weight16.rs`) takes.
+pub(super) fn pointwise(g: &ConvGeom) -> bool {
     let plane = g.h * g.w;
     g.kh == 1
         && g.kw == 1

@@ -172,8 +172,12 @@ const PW_MIN_RUN: usize = 192;
 ///   Channel counts that are not multiples of the tile repeat the last channel and drop
 ///   those sums.
 /// - `false` (nothing written) when a chunk would be shorter than [`PW_MIN_RUN`].
+/// - With AVX-512F, `pw_weight16.rs` takes planes of 32 positions and more first.
 #[target_feature(enable = "avx2,fma")]
 fn pointwise(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    if super::avx512::pointwise_backward_weight(g, gy, x, gw) {
+        return true;
+    }
     let (cin, cout) = (g.c_in / g.groups, g.c_out / g.groups);
     let p = g.h * g.w;
     let per_row = PW_WORDS / (cin + cout).max(1) / 8 * 8;

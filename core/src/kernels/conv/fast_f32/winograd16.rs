@@ -146,10 +146,10 @@ impl Wino {
     const XS16: usize = 32 * 16 + 16;
 
     /// Tiles per 16-lane block: 2 up to 16 input channels, else 1 (a block's transformed
-    /// inputs, 1 KiB per tile and channel, stay within 32 KiB); 1 for up to 8 output
-    /// channels, whose one block of channels reads them only once.
+    /// inputs, 1 KiB per tile and channel, stay within 32 KiB). Two tiles share each
+    /// broadcast weight between two vectors: with one, every multiply-add needs a load.
     fn block16_tiles(&self) -> usize {
-        if self.cin <= 16 && self.cout > 8 {
+        if self.cin <= 16 {
             2
         } else {
             1
@@ -167,22 +167,49 @@ impl Wino {
         [k0, k1]: [usize; 2],
         vb: &mut [f32],
     ) {
+        match nt {
+            2 => self.input_block16::<2>(xb, slots, tx0, [k0, k1], vb),
+            _ => self.input_block16::<1>(xb, slots, tx0, [k0, k1], vb),
+        }
+    }
+
+    /// [`Wino::input_tiles16`] of `T` (1 or 2) adjacent tiles: `B^T` down each of the
+    /// `2 T + 2` columns they read (shared where the tiles overlap), then `B` along each
+    /// tile's rows, each value's operations those of [`super::winograd::input_transform`].
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn input_block16<const T: usize>(
+        &self,
+        xb: &[f32],
+        slots: [usize; 4],
+        tx0: usize,
+        [k0, k1]: [usize; 2],
+        vb: &mut [f32],
+    ) {
         let rw = self.pw * 16;
         let xs = Self::XS16;
+        let c0 = 2 * tx0 * 16;
         for ci in k0..k1 {
             let chan = &xb[ci * 4 * rw..][..4 * rw];
-            for t in 0..nt {
-                let c0 = 2 * (tx0 + t) * 16;
-                let mut d = [[splat16(0.0); 4]; 4];
-                for (dr, &slot) in d.iter_mut().zip(&slots) {
-                    let row = &chan[slot * rw + c0..][..64];
-                    for (c, dv) in dr.iter_mut().enumerate() {
-                        *dv = load16(&row[16 * c..]);
-                    }
-                }
-                for (r, v) in input_transform16(d).iter().enumerate() {
-                    for (c, &vv) in v.iter().enumerate() {
-                        store16(vv, &mut vb[(4 * r + c) * xs + ((ci - k0) * nt + t) * 16..]);
+            let row = |r: usize| &chan[slots[r] * rw + c0..][..(2 * T + 2) * 16];
+            let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+            // `e[c][r]`: row `r` of column `c`'s transform.
+            let mut e = [[splat16(0.0); 4]; 6];
+            for (c, ec) in e.iter_mut().enumerate().take(2 * T + 2) {
+                let at = 16 * c;
+                *ec = bt16([
+                    load16(&r0[at..]),
+                    load16(&r1[at..]),
+                    load16(&r2[at..]),
+                    load16(&r3[at..]),
+                ]);
+            }
+            let out = &mut vb[(ci - k0) * T * 16..][..15 * xs + T * 16];
+            for t in 0..T {
+                for r in 0..4 {
+                    let v = bt16([e[2 * t][r], e[2 * t + 1][r], e[2 * t + 2][r], e[2 * t + 3][r]]);
+                    for (c, &vc) in v.iter().enumerate() {
+                        store16(vc, &mut out[(4 * r + c) * xs + 16 * t..]);
                     }
                 }
             }
@@ -441,27 +468,15 @@ struct Bufs16<'a> {
     m: &'a mut [F16; 256],
 }
 
-/// [`input_transform`] on 16 lanes (the same operations in the same order).
+/// `B^T d` of one column or row of 4 on 16 lanes (`winograd.rs`'s `bt`, the same
+/// operations in the same order).
 #[target_feature(enable = "avx2,fma,avx512f")]
 #[inline]
-fn input_transform16(d: [[F16; 4]; 4]) -> [[F16; 4]; 4] {
-    let bt = |d: [F16; 4]| {
-        [
-            sub16(d[0], d[2]),
-            add16(d[1], d[2]),
-            sub16(d[2], d[1]),
-            sub16(d[1], d[3]),
-        ]
-    };
-    let mut e = [[splat16(0.0); 4]; 4];
-    for c in 0..4 {
-        let col = bt([d[0][c], d[1][c], d[2][c], d[3][c]]);
-        for (er, &v) in e.iter_mut().zip(&col) {
-            er[c] = v;
-        }
-    }
-    for er in e.iter_mut() {
-        *er = bt(*er);
-    }
-    e
+fn bt16(d: [F16; 4]) -> [F16; 4] {
+    [
+        sub16(d[0], d[2]),
+        add16(d[1], d[2]),
+        sub16(d[2], d[1]),
+        sub16(d[1], d[3]),
+    ]
 }

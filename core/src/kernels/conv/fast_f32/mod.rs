@@ -36,7 +36,7 @@
 //!   convolutions on small planes.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
 //!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB, Winograd
-//!   about 181 KiB, its backward-weight 88 KiB).
+//!   at most 194 KiB, its backward-weight 88 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
 //!   cover, and every path is tested against the generic kernels on random shapes
 //!   (`tests.rs`), the AVX2 one whenever the CPU has it.

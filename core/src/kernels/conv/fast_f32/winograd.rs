@@ -27,8 +27,8 @@
 //!   padded transposed rows (`X_WORDS`, 40 KiB), transformed inputs of one pass
 //!   (`V_WORDS`, 65 KiB, a whole tile row of W1's layers), outputs of one pass
 //!   (`Y_WORDS`, 32 KiB) and one block's products (up to 12 KiB): about 181 KiB;
-//!   `winograd16.rs`'s take at most the same. The two sets are never on the stack
-//!   together. Shapes they do not hold are declined (the strip kernels take them).
+//!   with `winograd16.rs`'s instead, at most 194 KiB. The two sets are never on the
+//!   stack together. Shapes they do not hold are declined (the strip kernels take them).
 
 use super::avx2::{add, fma, load, mul, splat, store, sub, transpose8, F8};
 use super::avx512::{add16, fma16, high_halves, load16, low_halves, splat16, store16, sub16};

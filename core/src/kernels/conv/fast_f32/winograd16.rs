@@ -1,18 +1,22 @@
 //! Winograd F(2x2, 3x3) (`winograd.rs`) with the whole pipeline on 16 lanes, 16 samples
 //! per vector (AVX-512F): 16x16 transposes in and out, and the input transform done for
-//! blocks of 1 or 2 tiles just before their products, so that the blocks of output
-//! channels read them from the L1 cache (past 16 input channels, one block of all output
-//! channels takes the input channels in chunks of 16). Each lane's arithmetic is the
+//! blocks of 2 tiles just before their products, so that the blocks of output channels
+//! read them from the L1 cache (past 16 input channels, in chunks of 16 input channels,
+//! each block of output channels summing across chunks). Each lane's arithmetic is the
 //! 8-lane one: the same results bit for bit.
 //!
-//! Stack only: rows and outputs of one pass (40 and 32 KiB, or `X16_WORDS` and
-//! `Y16_WORDS`, 80 and 16 KiB), one block's transformed inputs (33 KiB) and products
-//! (16 KiB).
+//! Stack only: rows and outputs of one pass (40 and 33 KiB, or `X16_WORDS` and
+//! `Y16_WORDS`, 80 and 17 KiB), one block's transformed inputs (33 KiB) and two blocks'
+//! products (32 KiB): at most 162 KiB, beside `winograd.rs`'s 32 KiB of weights.
 
 use super::avx512::{
-    add16, fma16, load16, load16_first, splat16, store16, store16_first, sub16, transpose16, F16,
+    add16, fma16, load16, load16_first, prefetch, splat16, store16, store16_first, sub16, transpose16, F16,
 };
 use super::winograd::{bias4, bias8, Lines, Wino, X16_WORDS, X_WORDS, Y16_WORDS, Y_WORDS};
+
+/// Vectors of one block's `M`, `[xi][channel][tile]`.
+const M16: usize = 256;
+
 impl Wino {
     /// [`Wino::run`] in groups of 16 samples, the last one possibly partial (AVX-512F).
     #[target_feature(enable = "avx2,fma,avx512f")]
@@ -40,7 +44,7 @@ impl Wino {
         let mut xb = Lines([0.0f32; X]);
         let mut vb = Lines([0.0f32; 16 * Self::XS16]);
         let mut yb = Lines([0.0f32; Y]);
-        let mut m = [splat16(0.0); 256];
+        let mut m = [[splat16(0.0); M16]; 2];
         let mut b = Bufs16 {
             xb: &mut xb.0,
             vb: &mut vb.0,
@@ -120,6 +124,9 @@ impl Wino {
                 let mut rows = [splat16(0.0); 16];
                 for (s, row) in rows.iter_mut().enumerate().take(ns) {
                     let at = (n0 + s) * self.cin * plane + base + p;
+                    // The same run of the next channel.
+                    prefetch(src.get(at + plane..).unwrap_or(&[]));
+                    prefetch(src.get(at + plane + 15..).unwrap_or(&[]));
                     *row = match src.get(at..at + 16) {
                         Some(r) => load16(r),
                         None => load16_first(&src[at..], k),
@@ -144,17 +151,6 @@ impl Wino {
     /// fixed, so that the 16 stores of a tile's transform take constant offsets (32
     /// tiles and input channels, and a cache line, as [`Wino::v_stride`]).
     const XS16: usize = 32 * 16 + 16;
-
-    /// Tiles per 16-lane block: 2 up to 16 input channels, else 1 (a block's transformed
-    /// inputs, 1 KiB per tile and channel, stay within 32 KiB). Two tiles share each
-    /// broadcast weight between two vectors: with one, every multiply-add needs a load.
-    fn block16_tiles(&self) -> usize {
-        if self.cin <= 16 {
-            2
-        } else {
-            1
-        }
-    }
 
     /// [`Wino::input_tiles`] of input channels `k0..k1` on 16 lanes: `vb` is
     /// `[xi][ci - k0][tile][16]`, `xi` apart by [`Wino::XS16`].
@@ -217,9 +213,12 @@ impl Wino {
     }
 
     /// [`Wino::products`] of tiles `tx0..tx0 + nt` on 16 lanes, into `yb`
-    /// (as [`Wino::transpose_out16`] reads it). Blocks of 1 or
-    /// 2 tiles, transformed just before their products so that every block of 8 output
-    /// channels reads them from the L1 cache.
+    /// (as [`Wino::transpose_out16`] reads it). Blocks of 2 tiles (a last one of 1),
+    /// transformed just before their products so that every block of 8 output channels
+    /// reads them from the L1 cache: two tiles share each broadcast weight between two
+    /// vectors (with one, every multiply-add needs a load). A block's transformed inputs
+    /// take 1 KiB per tile and input channel, at most 32 KiB: past 16 input channels
+    /// they come in chunks of 16.
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn products16(
         &self,
@@ -233,20 +232,24 @@ impl Wino {
         let count = (2 * nt).min(self.w - 2 * tx0);
         let mut t0 = 0;
         while t0 < nt {
-            let t = (nt - t0).min(self.block16_tiles());
-            let at = [t0, count];
-            if t == 1 && self.cin > 16 {
-                // One block of channels: chunks of 16 input channels.
-                let done = match self.cb {
-                    1 => self.chunked16::<4>(u, [xb, vb], m, slots, tx0, at, bias, yb),
-                    2 => self.chunked16::<8>(u, [xb, vb], m, slots, tx0, at, bias, yb),
-                    4 => self.chunked16::<16>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+            let mut t = (nt - t0).min(2);
+            if self.cin > 16 {
+                // Chunks of 16 input channels, every block of channels summing its `M`
+                // across them in `m`: two tiles while `m` holds them.
+                let at = [t0, count];
+                let done = match (t, self.cb) {
+                    (2, 1) => self.chunked16::<2, 4>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+                    (2, 2 | 4) => self.chunked16::<2, 8>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+                    (_, 1) => self.chunked16::<1, 4>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+                    (_, 2) => self.chunked16::<1, 8>(u, [xb, vb], m, slots, tx0, at, bias, yb),
+                    (_, 4) => self.chunked16::<1, 16>(u, [xb, vb], m, slots, tx0, at, bias, yb),
                     _ => false,
                 };
                 if done {
-                    t0 += 1;
+                    t0 += t;
                     continue;
                 }
+                t = 1;
             }
             self.input_tiles16(xb, slots, [tx0 + t0, t], [0, self.cin], vb);
             let mut cb = 0;
@@ -254,20 +257,20 @@ impl Wino {
                 let at = [cb, t0, count];
                 if t == 1 && cb + 3 < self.cb {
                     let b16 = core::array::from_fn(|o| bias4(bias, cb + o / 4)[o % 4]);
-                    self.block16::<1, 16>(u, vb, m, at, b16, yb);
+                    self.block16::<1, 16>(u, vb, &mut m[0], at, b16, yb);
                     cb += 4;
                 } else if cb + 1 < self.cb {
                     let b8 = bias8(bias, cb);
                     match t {
-                        2 => self.block16::<2, 8>(u, vb, m, at, b8, yb),
-                        _ => self.block16::<1, 8>(u, vb, m, at, b8, yb),
+                        2 => self.block16::<2, 8>(u, vb, &mut m[0], at, b8, yb),
+                        _ => self.block16::<1, 8>(u, vb, &mut m[0], at, b8, yb),
                     }
                     cb += 2;
                 } else {
                     let b4 = bias4(bias, cb);
                     match t {
-                        2 => self.block16::<2, 4>(u, vb, m, at, b4, yb),
-                        _ => self.block16::<1, 4>(u, vb, m, at, b4, yb),
+                        2 => self.block16::<2, 4>(u, vb, &mut m[0], at, b4, yb),
+                        _ => self.block16::<1, 4>(u, vb, &mut m[0], at, b4, yb),
                     }
                     cb += 1;
                 }
@@ -284,7 +287,7 @@ impl Wino {
         &self,
         u: &[f32],
         vb: &[f32],
-        m: &mut [F16; 256],
+        m: &mut [F16; M16],
         [cb, t0, count]: [usize; 3],
         bias: [f32; C],
         yb: &mut [f32],
@@ -293,30 +296,37 @@ impl Wino {
         self.untransform16::<T, C>(m, [cb, t0, count], bias, yb);
     }
 
-    /// One tile x all `C = 4 cb` output channels (one block), input channels in chunks
-    /// of 16 transformed just before their products, `M` summed across chunks in `m`
-    /// in the same order (the transformed inputs of one chunk, 16 KiB, and its weights
-    /// stay in the L1 cache). `true` once done.
+    /// `T` tiles x every output channel in blocks of `C`, input channels in chunks of 16
+    /// transformed just before their products, each block's `M` summed across chunks
+    /// in `m` in the same order (a chunk's transformed inputs, 16 KiB a tile, and its
+    /// weights stay in the L1 cache). At most 2 blocks of `16 C T <= 256` vectors
+    /// (what `m` holds): `true` once done.
     #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn chunked16<const C: usize>(
+    fn chunked16<const T: usize, const C: usize>(
         &self,
         u: &[f32],
         [xb, vb]: [&mut [f32]; 2],
-        m: &mut [F16; 256],
+        m: &mut [[F16; M16]; 2],
         slots: [usize; 4],
         tx0: usize,
         [t0, count]: [usize; 2],
         bias: Option<&[f32]>,
         yb: &mut [f32],
     ) -> bool {
+        let blocks = 4 * self.cb / C;
         for c0 in (0..self.cin).step_by(16) {
             let c1 = (c0 + 16).min(self.cin);
-            self.input_tiles16(xb, slots, [tx0 + t0, 1], [c0, c1], vb);
-            self.accumulate16::<1, C>(u, vb, m, [0, c0, c1]);
+            self.input_tiles16(xb, slots, [tx0 + t0, T], [c0, c1], vb);
+            for (k, mk) in m.iter_mut().take(blocks).enumerate() {
+                self.accumulate16::<T, C>(u, vb, mk, [k * C / 4, c0, c1]);
+            }
         }
-        let b = core::array::from_fn(|o| bias4(bias, o / 4)[o % 4]);
-        self.untransform16::<1, C>(m, [0, t0, count], b, yb);
+        for (k, mk) in m.iter().take(blocks).enumerate() {
+            let b = core::array::from_fn(|o| bias4(bias, k * C / 4 + o / 4)[o % 4]);
+            self.untransform16::<T, C>(mk, [k * C / 4, t0, count], b, yb);
+        }
         true
     }
 
@@ -329,7 +339,7 @@ impl Wino {
         &self,
         u: &[f32],
         vb: &[f32],
-        m: &mut [F16; 256],
+        m: &mut [F16; M16],
         [cb, c0, c1]: [usize; 3],
     ) {
         for (xi, mx) in m.chunks_exact_mut(C * T).take(16).enumerate() {
@@ -352,7 +362,7 @@ impl Wino {
     #[inline]
     fn untransform16<const T: usize, const C: usize>(
         &self,
-        m: &[F16; 256],
+        m: &[F16; M16],
         [cb, t0, count]: [usize; 3],
         bias: [f32; C],
         yb: &mut [f32],
@@ -465,7 +475,7 @@ struct Bufs16<'a> {
     xb: &'a mut [f32],
     vb: &'a mut [f32],
     yb: &'a mut [f32],
-    m: &'a mut [F16; 256],
+    m: &'a mut [[F16; M16]; 2],
 }
 
 /// `B^T d` of one column or row of 4 on 16 lanes (`winograd.rs`'s `bt`, the same

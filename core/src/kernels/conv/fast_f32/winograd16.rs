@@ -116,14 +116,25 @@ impl Wino {
             return;
         }
         let len = (hi - lo) * w;
-        for ci in 0..self.cin {
-            let base = ci * plane + lo * w;
-            let mut p = 0;
-            while p < len {
-                let k = 16.min(len - p);
+        let stride = self.cin * plane;
+        let mut p = 0;
+        while p < len {
+            let k = 16.min(len - p);
+            // Where position `p + j` goes among a channel's slots.
+            let mut to = [0usize; 16];
+            let (mut iy, mut ix) = (lo + p / w, p % w);
+            for tj in to.iter_mut().take(k) {
+                *tj = ((iy + 1) % 4) * rw + (1 + ix) * 16;
+                ix += 1;
+                if ix == w {
+                    (iy, ix) = (iy + 1, 0);
+                }
+            }
+            for ci in 0..self.cin {
+                let at0 = n0 * stride + ci * plane + lo * w + p;
                 let mut rows = [splat16(0.0); 16];
                 for (s, row) in rows.iter_mut().enumerate().take(ns) {
-                    let at = (n0 + s) * self.cin * plane + base + p;
+                    let at = at0 + s * stride;
                     // The same run of the next channel.
                     prefetch(src.get(at + plane..).unwrap_or(&[]));
                     prefetch(src.get(at + plane + 15..).unwrap_or(&[]));
@@ -134,16 +145,12 @@ impl Wino {
                 }
                 // Vector `j` holds position `p + j` of every sample.
                 let cols = transpose16(rows);
-                let (mut iy, mut ix) = (lo + p / w, p % w);
-                for &c in cols.iter().take(k) {
-                    store16(c, &mut xb[(ci * 4 + (iy + 1) % 4) * rw + (1 + ix) * 16..]);
-                    ix += 1;
-                    if ix == w {
-                        (iy, ix) = (iy + 1, 0);
-                    }
+                let dst = &mut xb[ci * 4 * rw..][..4 * rw];
+                for (&c, &tj) in cols.iter().zip(&to).take(k) {
+                    store16(c, &mut dst[tj..]);
                 }
-                p += k;
             }
+            p += k;
         }
     }
 

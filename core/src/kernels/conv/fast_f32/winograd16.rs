@@ -19,22 +19,32 @@ const M16: usize = 256;
 
 impl Wino {
     /// [`Wino::run`] in groups of 16 samples, the last one possibly partial (AVX-512F).
+    /// The buffers are zeroed on every call: no larger than the shape needs (a second
+    /// block of `M` only where [`Wino::chunked16`] takes two).
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
     pub(super) fn run16(&self, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
-        if self.cin * 4 * self.pw * 16 <= X_WORDS {
-            self.run16_in::<X_WORDS, { Y_WORDS + 256 }>(src, u, out, bias);
-        } else {
-            self.run16_in::<X16_WORDS, { Y16_WORDS + 256 }>(src, u, out, bias);
+        const Y8: usize = Y_WORDS + 256;
+        const Y16: usize = Y16_WORDS + 256;
+        let xw = self.cin * 4 * self.pw * 16;
+        let m2 = self.cin > 16 && self.cb == 4;
+        match (xw, m2) {
+            (..=8192, false) => self.run16_in::<8192, Y8, 1>(src, u, out, bias),
+            (..=8192, true) => self.run16_in::<8192, Y8, 2>(src, u, out, bias),
+            (..=X_WORDS, false) => self.run16_in::<X_WORDS, Y8, 1>(src, u, out, bias),
+            (..=X_WORDS, true) => self.run16_in::<X_WORDS, Y8, 2>(src, u, out, bias),
+            (..=16384, false) => self.run16_in::<16384, Y16, 1>(src, u, out, bias),
+            (..=16384, true) => self.run16_in::<16384, Y16, 2>(src, u, out, bias),
+            (_, false) => self.run16_in::<X16_WORDS, Y16, 1>(src, u, out, bias),
+            (_, true) => self.run16_in::<X16_WORDS, Y16, 2>(src, u, out, bias),
         }
     }
 
-    /// [`Wino::run16`] with `X` words of transposed rows and `Y` of outputs, a vector's
-    /// slack for `transpose_out16`'s last reads included (zeroed on every call: no
-    /// more than the shape needs).
+    /// [`Wino::run16`] with `X` words of transposed rows, `Y` of outputs (a vector's
+    /// slack for `transpose_out16`'s last reads included) and `M` blocks of products.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
-    fn run16_in<const X: usize, const Y: usize>(
+    fn run16_in<const X: usize, const Y: usize, const M: usize>(
         &self,
         src: &[f32],
         u: &[f32],
@@ -44,7 +54,7 @@ impl Wino {
         let mut xb = Lines([0.0f32; X]);
         let mut vb = Lines([0.0f32; 16 * Self::XS16]);
         let mut yb = Lines([0.0f32; Y]);
-        let mut m = [[splat16(0.0); M16]; 2];
+        let mut m = [[splat16(0.0); M16]; M];
         let mut b = Bufs16 {
             xb: &mut xb.0,
             vb: &mut vb.0,
@@ -306,8 +316,8 @@ impl Wino {
     /// `T` tiles x every output channel in blocks of `C`, input channels in chunks of 16
     /// transformed just before their products, each block's `M` summed across chunks
     /// in `m` in the same order (a chunk's transformed inputs, 16 KiB a tile, and its
-    /// weights stay in the L1 cache). At most 2 blocks of `16 C T <= 256` vectors
-    /// (what `m` holds): `true` once done.
+    /// weights stay in the L1 cache). Blocks of `16 C T <= 256` vectors, as many as `m`
+    /// holds: `true` once done, `false` (nothing done) for more.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -315,7 +325,7 @@ impl Wino {
         &self,
         u: &[f32],
         [xb, vb]: [&mut [f32]; 2],
-        m: &mut [[F16; M16]; 2],
+        m: &mut [[F16; M16]],
         slots: [usize; 4],
         tx0: usize,
         [t0, count]: [usize; 2],
@@ -323,6 +333,9 @@ impl Wino {
         yb: &mut [f32],
     ) -> bool {
         let blocks = 4 * self.cb / C;
+        if blocks > m.len() {
+            return false;
+        }
         for c0 in (0..self.cin).step_by(16) {
             let c1 = (c0 + 16).min(self.cin);
             self.input_tiles16(xb, slots, [tx0 + t0, T], [c0, c1], vb);
@@ -482,7 +495,7 @@ struct Bufs16<'a> {
     xb: &'a mut [f32],
     vb: &'a mut [f32],
     yb: &'a mut [f32],
-    m: &'a mut [[F16; M16]; 2],
+    m: &'a mut [[F16; M16]],
 }
 
 /// `B^T d` of one column or row of 4 on 16 lanes (`winograd.rs`'s `bt`, the same

@@ -389,3 +389,15 @@ pub(super) fn one_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [
 pub(crate) fn add16_where(a: F16, keep: u16, b: F16) -> F16 {
     F16(core::arch::x86_64::_mm512_mask_add_ps(a.0, keep, a.0, b.0))
 }
+
+/// A hint to bring the cache line of `s`'s first word into the L1 cache (no effect on
+/// any result; nothing for an empty `s`).
+#[inline]
+pub(crate) fn prefetch(s: &[f32]) {
+    if let Some(w) = s.first() {
+        // SAFETY: a prefetch reads nothing architecturally, and `w` is a valid word.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>((w as *const f32).cast())
+        }
+    }
+}

@@ -26,7 +26,8 @@
 //!   padding-1 convolutions, forward and backward-input, tried first by the strip
 //!   kernels' entry points for the shapes where it measured faster (`winograd::pays`:
 //!   planes narrower than 8, or 16 with AVX-512F, batches of 8 and more); where the
-//!   CPU has AVX-512F ([`avx512`]) the whole pipeline runs on 16-sample lanes.
+//!   CPU has AVX-512F ([`avx512`]) the whole pipeline runs on 16-sample lanes
+//!   (`winograd16.rs`).
 //! - `winograd_weight.rs`: Winograd F(2x2, 3x3) backward-weight of such convolutions
 //!   over 8-channel lanes (16 with AVX-512F), tried first by the strip kernels'
 //!   backward-weight for the shapes where it measured faster (`winograd_weight::pays`:
@@ -36,7 +37,7 @@
 //!   convolutions on small planes.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
 //!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB, Winograd
-//!   about 181 KiB, its backward-weight 88 KiB).
+//!   at most 194 KiB, its backward-weight 88 KiB).
 //! - Every kernel falls back to the portable or generic one for shapes it does not
 //!   cover, and every path is tested against the generic kernels on random shapes
 //!   (`tests.rs`), the AVX2 one whenever the CPU has it.
@@ -81,6 +82,8 @@ mod strip_weight;
 pub mod weight;
 #[cfg(target_arch = "x86_64")]
 mod winograd;
+#[cfg(target_arch = "x86_64")]
+mod winograd16;
 #[cfg(target_arch = "x86_64")]
 mod winograd_weight;
 

@@ -19,27 +19,19 @@
 //!   (`B^T`'s and `A^T`'s zero patterns match the windows), as `inf` or `NaN` where the
 //!   direct kernel may give `inf`.
 //! - With AVX-512F (`avx512.rs`) the whole pipeline runs on 16 lanes, 16 samples per
-//!   vector (`run16`): 16x16 transposes in and out, and the input transform done for
-//!   blocks of 1 or 2 tiles just before their products, so that the blocks of output
-//!   channels read them from the L1 cache (past 16 input channels, one block of all
-//!   output channels takes the input channels in chunks of 16). Shapes its buffers do
-//!   not hold (more than 32 input channels), and a last group of 8 samples or fewer,
-//!   keep 8-sample groups, with the products on 16 lanes two tiles per vector. Either
-//!   way each lane's arithmetic is the 8-lane one: the same results bit for bit.
+//!   vector (`winograd16.rs`). Shapes its buffers do not hold (more than 32 input
+//!   channels), and a last group of 8 samples or fewer, keep 8-sample groups, with the
+//!   products on 16 lanes two tiles per vector. Either way each lane's arithmetic is
+//!   the 8-lane one: the same results bit for bit.
 //! - Stack only, no heap: transformed weights (`U_WORDS`, 32 KiB); for 8-sample groups
 //!   padded transposed rows (`X_WORDS`, 40 KiB), transformed inputs of one pass
 //!   (`V_WORDS`, 65 KiB, a whole tile row of W1's layers), outputs of one pass
-//!   (`Y_WORDS`, 32 KiB) and one block's products (up to 12 KiB): about 181 KiB; for
-//!   16-sample groups rows and outputs of one pass (40 and 32 KiB, or `X16_WORDS` and
-//!   `Y16_WORDS`, 80 and 16 KiB), one block's transformed inputs (33 KiB) and products
-//!   (16 KiB): at most the same. The two sets are never on the stack together. Shapes
-//!   they do not hold are declined (the strip kernels take them).
+//!   (`Y_WORDS`, 32 KiB) and one block's products (up to 12 KiB): about 181 KiB;
+//!   with `winograd16.rs`'s instead, at most 194 KiB. The two sets are never on the
+//!   stack together. Shapes they do not hold are declined (the strip kernels take them).
 
 use super::avx2::{add, fma, load, mul, splat, store, sub, transpose8, F8};
-use super::avx512::{
-    add16, fma16, high_halves, load16, load16_first, low_halves, splat16, store16, store16_first, sub16,
-    transpose16, F16,
-};
+use super::avx512::{add16, fma16, high_halves, load16, low_halves, splat16, store16, sub16};
 use super::layout::copy_short;
 use crate::kernels::conv::ConvGeom;
 use core::arch::x86_64::{_mm256_blendv_ps, _mm256_cmp_ps, _CMP_LT_OQ};
@@ -47,17 +39,17 @@ use core::arch::x86_64::{_mm256_blendv_ps, _mm256_cmp_ps, _CMP_LT_OQ};
 /// Words of the transformed weights, `[xi 16][block of 4 output channels][input channel][4]`.
 const U_WORDS: usize = 8192;
 /// Words of the transposed padded input rows, `[input channel][ring slot 4][position][8]`.
-const X_WORDS: usize = 10240;
+pub(super) const X_WORDS: usize = 10240;
 /// Words of one pass's transformed inputs, `[xi 16][input channel][tile][8]`.
 const V_WORDS: usize = 16_640;
 /// Words of the 16-lane transposed padded input rows, `[input channel][slot 4][position][16]`.
-const X16_WORDS: usize = 20_480;
+pub(super) const X16_WORDS: usize = 20_480;
 /// Words of one 16-lane pass's outputs beside `X16_WORDS` of rows (else `Y_WORDS`).
-const Y16_WORDS: usize = 4096;
+pub(super) const Y16_WORDS: usize = 4096;
 /// Tiles per pass along a tile row.
 const TB_MAX: usize = 8;
 /// Words of one pass's outputs, `[channel][row 2][position][8]`.
-const Y_WORDS: usize = 8192;
+pub(super) const Y_WORDS: usize = 8192;
 
 /// Lanes where `a < b`, as an all-ones mask.
 #[target_feature(enable = "avx2,fma")]
@@ -76,24 +68,24 @@ fn blend(a: F8, b: F8, mask: F8) -> F8 {
 /// One Winograd convolution: `cout` planes from `cin` planes, both `h x w`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Wino {
-    n: usize,
-    cin: usize,
-    cout: usize,
-    h: usize,
-    w: usize,
+    pub(super) n: usize,
+    pub(super) cin: usize,
+    pub(super) cout: usize,
+    pub(super) h: usize,
+    pub(super) w: usize,
     /// Tile rows and columns.
-    th: usize,
-    tw: usize,
+    pub(super) th: usize,
+    pub(super) tw: usize,
     /// Positions per padded row: a zero column, the plane's, zeros up to `2 * tw + 2`.
-    pw: usize,
+    pub(super) pw: usize,
     /// Tiles per pass and blocks of 4 output channels.
-    tb: usize,
-    cb: usize,
+    pub(super) tb: usize,
+    pub(super) cb: usize,
     /// Whether the products take 16-lane multiply-adds (AVX-512F available).
-    wide: bool,
+    pub(super) wide: bool,
     /// Tiles per pass of a 16-sample group (`group16`), 0 where its buffers do not
     /// hold the shape.
-    tb16: usize,
+    pub(super) tb16: usize,
 }
 
 impl Wino {
@@ -217,45 +209,6 @@ impl Wino {
         }
     }
 
-    /// [`Wino::run`] in groups of 16 samples, the last one possibly partial (AVX-512F).
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    #[inline(never)]
-    pub(super) fn run16(&self, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
-        if self.cin * 4 * self.pw * 16 <= X_WORDS {
-            self.run16_in::<X_WORDS, { Y_WORDS + 256 }>(src, u, out, bias);
-        } else {
-            self.run16_in::<X16_WORDS, { Y16_WORDS + 256 }>(src, u, out, bias);
-        }
-    }
-
-    /// [`Wino::run16`] with `X` words of transposed rows and `Y` of outputs, a vector's
-    /// slack for `transpose_out16`'s last reads included (zeroed on every call: no
-    /// more than the shape needs).
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    #[inline(never)]
-    fn run16_in<const X: usize, const Y: usize>(
-        &self,
-        src: &[f32],
-        u: &[f32],
-        out: &mut [f32],
-        bias: Option<Option<&[f32]>>,
-    ) {
-        let mut xb = Lines([0.0f32; X]);
-        let mut vb = Lines([0.0f32; 16 * Self::XS16]);
-        let mut yb = Lines([0.0f32; Y]);
-        let mut m = [splat16(0.0); 256];
-        let mut b = Bufs16 {
-            xb: &mut xb.0,
-            vb: &mut vb.0,
-            yb: &mut yb.0,
-            m: &mut m,
-        };
-        for n0 in (0..self.n).step_by(16) {
-            let ns = 16.min(self.n - n0);
-            self.group16([n0, ns], src, u, &mut b, bias, out);
-        }
-    }
-
     /// Samples `n0..n0 + ns` (at most 8), one per lane of 8.
     #[target_feature(enable = "avx2,fma")]
     fn group8(
@@ -286,384 +239,6 @@ impl Wino {
                     self.transpose_out(yb, [n0, ns], [ty, tx0, nt], cb, bias.is_none(), out);
                 }
                 tx0 += nt;
-            }
-        }
-    }
-
-    /// Whether [`Wino::run16`] takes this convolution (16-lane products wanted, and
-    /// the buffers hold a 16-sample group).
-    pub(super) fn takes16(&self) -> bool {
-        self.wide && self.tb16 > 0
-    }
-
-    /// [`Wino::group8`] of up to 16 samples, one per lane of 16 (AVX-512F): the
-    /// transposes, transforms and products on whole vectors, each lane's arithmetic
-    /// that of the 8-lane path (the same results bit for bit).
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    fn group16(
-        &self,
-        [n0, ns]: [usize; 2],
-        src: &[f32],
-        u: &[f32],
-        b: &mut Bufs16,
-        bias: Option<Option<&[f32]>>,
-        out: &mut [f32],
-    ) {
-        for ty in 0..self.th {
-            let first = if ty == 0 { 0 } else { 2 };
-            self.transpose_in16(src, [n0, ns], [2 * ty + first, 2 * ty + 4], b.xb);
-            let slots = [0, 1, 2, 3].map(|r| (2 * ty + r) % 4);
-            let mut tx0 = 0;
-            while tx0 < self.tw {
-                let nt = self.tb16.min(self.tw - tx0);
-                self.products16(u, b, slots, [tx0, nt], bias.flatten());
-                self.transpose_out16(b.yb, [n0, ns], [ty, tx0, nt], bias.is_none(), out);
-                tx0 += nt;
-            }
-        }
-    }
-
-    /// Padded rows `pr0..pr1` of samples `n0..n0 + ns` (at most 16) of every input
-    /// channel, transposed into ring slots `pr % 4` of `xb` (`[ci][slot][position][16]`).
-    /// The rows' positions are consecutive in each plane: 16 at a time, across rows.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    fn transpose_in16(&self, src: &[f32], [n0, ns]: [usize; 2], [pr0, pr1]: [usize; 2], xb: &mut [f32]) {
-        let (plane, w) = (self.h * self.w, self.w);
-        let rw = self.pw * 16;
-        // The zero columns, and the rows outside the plane.
-        for pr in pr0..pr1 {
-            for ci in 0..self.cin {
-                let dst = &mut xb[(ci * 4 + pr % 4) * rw..][..rw];
-                if pr.wrapping_sub(1) >= self.h {
-                    dst.fill(0.0);
-                } else {
-                    dst[..16].fill(0.0);
-                    dst[(w + 1) * 16..].fill(0.0);
-                }
-            }
-        }
-        // Plane rows `lo..hi` among them.
-        let lo = pr0.max(1) - 1;
-        let hi = (pr1 - 1).min(self.h);
-        if lo >= hi {
-            return;
-        }
-        let len = (hi - lo) * w;
-        for ci in 0..self.cin {
-            let base = ci * plane + lo * w;
-            let mut p = 0;
-            while p < len {
-                let k = 16.min(len - p);
-                let mut rows = [splat16(0.0); 16];
-                for (s, row) in rows.iter_mut().enumerate().take(ns) {
-                    let at = (n0 + s) * self.cin * plane + base + p;
-                    *row = match src.get(at..at + 16) {
-                        Some(r) => load16(r),
-                        None => load16_first(&src[at..], k),
-                    };
-                }
-                // Vector `j` holds position `p + j` of every sample.
-                let cols = transpose16(rows);
-                let (mut iy, mut ix) = (lo + p / w, p % w);
-                for &c in cols.iter().take(k) {
-                    store16(c, &mut xb[(ci * 4 + (iy + 1) % 4) * rw + (1 + ix) * 16..]);
-                    ix += 1;
-                    if ix == w {
-                        (iy, ix) = (iy + 1, 0);
-                    }
-                }
-                p += k;
-            }
-        }
-    }
-
-    /// Words between the transformed inputs of two `xi` in a 16-lane block of tiles:
-    /// fixed, so that the 16 stores of a tile's transform take constant offsets (32
-    /// tiles and input channels, and a cache line, as [`Wino::v_stride`]).
-    const XS16: usize = 32 * 16 + 16;
-
-    /// Tiles per 16-lane block: 2 up to 16 input channels, else 1 (a block's transformed
-    /// inputs, 1 KiB per tile and channel, stay within 32 KiB); 1 for up to 8 output
-    /// channels, whose one block of channels reads them only once.
-    fn block16_tiles(&self) -> usize {
-        if self.cin <= 16 && self.cout > 8 {
-            2
-        } else {
-            1
-        }
-    }
-
-    /// [`Wino::input_tiles`] of input channels `k0..k1` on 16 lanes: `vb` is
-    /// `[xi][ci - k0][tile][16]`, `xi` apart by [`Wino::XS16`].
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    fn input_tiles16(
-        &self,
-        xb: &[f32],
-        slots: [usize; 4],
-        [tx0, nt]: [usize; 2],
-        [k0, k1]: [usize; 2],
-        vb: &mut [f32],
-    ) {
-        let rw = self.pw * 16;
-        let xs = Self::XS16;
-        for ci in k0..k1 {
-            let chan = &xb[ci * 4 * rw..][..4 * rw];
-            for t in 0..nt {
-                let c0 = 2 * (tx0 + t) * 16;
-                let mut d = [[splat16(0.0); 4]; 4];
-                for (dr, &slot) in d.iter_mut().zip(&slots) {
-                    let row = &chan[slot * rw + c0..][..64];
-                    for (c, dv) in dr.iter_mut().enumerate() {
-                        *dv = load16(&row[16 * c..]);
-                    }
-                }
-                for (r, v) in input_transform16(d).iter().enumerate() {
-                    for (c, &vv) in v.iter().enumerate() {
-                        store16(vv, &mut vb[(4 * r + c) * xs + ((ci - k0) * nt + t) * 16..]);
-                    }
-                }
-            }
-        }
-    }
-
-    /// [`Wino::products`] of tiles `tx0..tx0 + nt` on 16 lanes, into `yb`
-    /// (as [`Wino::transpose_out16`] reads it). Blocks of 1 or
-    /// 2 tiles, transformed just before their products so that every block of 8 output
-    /// channels reads them from the L1 cache.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    fn products16(
-        &self,
-        u: &[f32],
-        b: &mut Bufs16,
-        slots: [usize; 4],
-        [tx0, nt]: [usize; 2],
-        bias: Option<&[f32]>,
-    ) {
-        let Bufs16 { xb, vb, yb, m } = b;
-        let count = (2 * nt).min(self.w - 2 * tx0);
-        let mut t0 = 0;
-        while t0 < nt {
-            let t = (nt - t0).min(self.block16_tiles());
-            let at = [t0, count];
-            if t == 1 && self.cin > 16 {
-                // One block of channels: chunks of 16 input channels.
-                let done = match self.cb {
-                    1 => self.chunked16::<4>(u, [xb, vb], m, slots, tx0, at, bias, yb),
-                    2 => self.chunked16::<8>(u, [xb, vb], m, slots, tx0, at, bias, yb),
-                    4 => self.chunked16::<16>(u, [xb, vb], m, slots, tx0, at, bias, yb),
-                    _ => false,
-                };
-                if done {
-                    t0 += 1;
-                    continue;
-                }
-            }
-            self.input_tiles16(xb, slots, [tx0 + t0, t], [0, self.cin], vb);
-            let mut cb = 0;
-            while cb < self.cb {
-                let at = [cb, t0, count];
-                if t == 1 && cb + 3 < self.cb {
-                    let b16 = core::array::from_fn(|o| bias4(bias, cb + o / 4)[o % 4]);
-                    self.block16::<1, 16>(u, vb, m, at, b16, yb);
-                    cb += 4;
-                } else if cb + 1 < self.cb {
-                    let b8 = bias8(bias, cb);
-                    match t {
-                        2 => self.block16::<2, 8>(u, vb, m, at, b8, yb),
-                        _ => self.block16::<1, 8>(u, vb, m, at, b8, yb),
-                    }
-                    cb += 2;
-                } else {
-                    let b4 = bias4(bias, cb);
-                    match t {
-                        2 => self.block16::<2, 4>(u, vb, m, at, b4, yb),
-                        _ => self.block16::<1, 4>(u, vb, m, at, b4, yb),
-                    }
-                    cb += 1;
-                }
-            }
-            t0 += t;
-        }
-    }
-
-    /// The `T` tiles in `vb` (tiles `t0..` of the pass) x `C` (4 or 8) output channels
-    /// from `4 cb`: [`Wino::block`] and [`Wino::untransform`] on 16 lanes.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    #[inline]
-    fn block16<const T: usize, const C: usize>(
-        &self,
-        u: &[f32],
-        vb: &[f32],
-        m: &mut [F16; 256],
-        [cb, t0, count]: [usize; 3],
-        bias: [f32; C],
-        yb: &mut [f32],
-    ) {
-        self.accumulate16::<T, C>(u, vb, m, [cb, 0, self.cin]);
-        self.untransform16::<T, C>(m, [cb, t0, count], bias, yb);
-    }
-
-    /// One tile x all `C = 4 cb` output channels (one block), input channels in chunks
-    /// of 16 transformed just before their products, `M` summed across chunks in `m`
-    /// in the same order (the transformed inputs of one chunk, 16 KiB, and its weights
-    /// stay in the L1 cache). `true` once done.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    fn chunked16<const C: usize>(
-        &self,
-        u: &[f32],
-        [xb, vb]: [&mut [f32]; 2],
-        m: &mut [F16; 256],
-        slots: [usize; 4],
-        tx0: usize,
-        [t0, count]: [usize; 2],
-        bias: Option<&[f32]>,
-        yb: &mut [f32],
-    ) -> bool {
-        for c0 in (0..self.cin).step_by(16) {
-            let c1 = (c0 + 16).min(self.cin);
-            self.input_tiles16(xb, slots, [tx0 + t0, 1], [c0, c1], vb);
-            self.accumulate16::<1, C>(u, vb, m, [0, c0, c1]);
-        }
-        let b = core::array::from_fn(|o| bias4(bias, o / 4)[o % 4]);
-        self.untransform16::<1, C>(m, [0, t0, count], b, yb);
-        true
-    }
-
-    /// `m = M` of the `T` tiles in `vb` (input channels `c0..c1`) x `C` output channels
-    /// from `4 cb`, `m[(xi C + o) T + j]` (channel `o`, tile `j`); from `c0 > 0` the sums
-    /// go on from those in `m`.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    #[inline]
-    fn accumulate16<const T: usize, const C: usize>(
-        &self,
-        u: &[f32],
-        vb: &[f32],
-        m: &mut [F16; 256],
-        [cb, c0, c1]: [usize; 3],
-    ) {
-        for (xi, mx) in m.chunks_exact_mut(C * T).take(16).enumerate() {
-            let mut acc = [[splat16(0.0); T]; C];
-            if c0 > 0 {
-                for (ao, mo) in acc.iter_mut().zip(mx.chunks_exact(T)) {
-                    ao.copy_from_slice(mo);
-                }
-            }
-            self.xi_products::<T, C>(u, vb, xi, [cb, c0, c1], &mut acc);
-            for (mo, ao) in mx.chunks_exact_mut(T).zip(&acc) {
-                mo.copy_from_slice(ao);
-            }
-        }
-    }
-
-    /// `A^T M A + bias` of the `T` tiles from `t0` x `C` channels from `4 cb` in `m`
-    /// (as [`Wino::accumulate16`] leaves it), into `yb`.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    #[inline]
-    fn untransform16<const T: usize, const C: usize>(
-        &self,
-        m: &[F16; 256],
-        [cb, t0, count]: [usize; 3],
-        bias: [f32; C],
-        yb: &mut [f32],
-    ) {
-        let cs = 4 * self.tb16;
-        for (o, &bo) in bias.iter().enumerate().take(self.cout - 4 * cb) {
-            let b = splat16(bo);
-            for j in 0..T {
-                let mj = |xi: usize| m[(xi * C + o) * T + j];
-                let s: [[F16; 4]; 2] = [
-                    core::array::from_fn(|c| add16(add16(mj(c), mj(4 + c)), mj(8 + c))),
-                    core::array::from_fn(|c| sub16(sub16(mj(4 + c), mj(8 + c)), mj(12 + c))),
-                ];
-                for (r, sr) in s.iter().enumerate() {
-                    let y0 = add16(add16(add16(sr[0], sr[1]), sr[2]), b);
-                    let y1 = add16(sub16(sub16(sr[1], sr[2]), sr[3]), b);
-                    let x = 2 * (t0 + j);
-                    let at = ((4 * cb + o) * cs + r * count + x) * 16;
-                    store16(y0, &mut yb[at..]);
-                    if x + 1 < count {
-                        store16(y1, &mut yb[at + 16..]);
-                    }
-                }
-            }
-        }
-    }
-
-    /// `acc += M[xi]` of the `T` tiles in `vb` (input channels `c0..c1`) x `C` channels
-    /// from `4 cb`: the sums over input channels of `U . V`, in their order.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    #[inline]
-    fn xi_products<const T: usize, const C: usize>(
-        &self,
-        u: &[f32],
-        vb: &[f32],
-        xi: usize,
-        [cb, c0, c1]: [usize; 3],
-        acc: &mut [[F16; T]; C],
-    ) {
-        let cw = self.cin * 4;
-        // The weights of channels `4 cb..`, `4 cb + 4..` and so on for `C / 4` blocks
-        // (the others repeat the first, unread).
-        let ub = |k: usize| {
-            let k = if 4 * k < C { k } else { 0 };
-            &u[(xi * self.cb + cb + k) * cw + c0 * 4..][..(c1 - c0) * 4]
-        };
-        let (u0, u1, u2, u3) = (ub(0), ub(1), ub(2), ub(3));
-        let vx = &vb[xi * Self::XS16..][..(c1 - c0) * T * 16];
-        let ws = u0
-            .chunks_exact(4)
-            .zip(u1.chunks_exact(4))
-            .zip(u2.chunks_exact(4))
-            .zip(u3.chunks_exact(4));
-        for (vr, (((w0, w1), w2), w3)) in vx.chunks_exact(T * 16).zip(ws) {
-            let mut v = [splat16(0.0); T];
-            for (j, vj) in v.iter_mut().enumerate() {
-                *vj = load16(&vr[16 * j..]);
-            }
-            let w = [w0, w1, w2, w3];
-            for (o, a) in acc.iter_mut().enumerate() {
-                let s = splat16(w[o / 4][o % 4]);
-                for (aj, &vj) in a.iter_mut().zip(&v) {
-                    *aj = fma16(s, vj, *aj);
-                }
-            }
-        }
-    }
-
-    /// [`Wino::transpose_out`] of every output channel from 16-lane `yb`
-    /// (`[channel][row][position][16]`, `4 tb16` positions a channel, the two rows
-    /// adjacent), 16 positions at a time.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    fn transpose_out16(
-        &self,
-        yb: &[f32],
-        [n0, ns]: [usize; 2],
-        [ty, tx0, nt]: [usize; 3],
-        acc: bool,
-        out: &mut [f32],
-    ) {
-        let plane = self.h * self.w;
-        let [x0, count, runs, len] = self.out_runs(ty, tx0, nt);
-        let cs = 4 * self.tb16;
-        for co in 0..self.cout {
-            for r in 0..runs {
-                let src = &yb[(co * cs + r * count) * 16..];
-                let mut p = 0;
-                while p < len {
-                    let k = 16.min(len - p);
-                    // Vectors past `k` hold whatever follows (dropped below).
-                    let v = core::array::from_fn(|j| load16(&src[(p + j) * 16..]));
-                    // Vector `s` holds positions `p..p + k` of sample `s`.
-                    let per_sample = transpose16(v);
-                    for (s, &ps) in per_sample.iter().enumerate().take(ns) {
-                        let at = ((n0 + s) * self.cout + co) * plane + (2 * ty + r) * self.w + x0 + p;
-                        let dst = &mut out[at..];
-                        let new = if acc { add16(load16_first(dst, k), ps) } else { ps };
-                        store16_first(new, dst, k);
-                    }
-                    p += k;
-                }
             }
         }
     }
@@ -950,7 +525,7 @@ impl Wino {
     /// `[x0, count, runs, len]`, runs of `len` outputs from `(2ty + r, x0)` for `r` below
     /// `runs`, one per row of `count` positions, or one for both rows when they span
     /// the plane's width (adjacent in `out`).
-    fn out_runs(&self, ty: usize, tx0: usize, nt: usize) -> [usize; 4] {
+    pub(super) fn out_runs(&self, ty: usize, tx0: usize, nt: usize) -> [usize; 4] {
         let x0 = 2 * tx0;
         let count = (2 * nt).min(self.w - x0);
         let rows = 2.min(self.h - 2 * ty);
@@ -1021,20 +596,10 @@ impl Wino {
         }
     }
 }
-
 /// `N` words from a cache-line boundary: the buffers' vectors, at multiples of 8 or 16
 /// words, then each fill (part of) one line instead of straddling two.
 #[repr(C, align(64))]
-struct Lines<const N: usize>([f32; N]);
-
-/// The 16-lane path's working buffers ([`Wino::run16_in`]'s stack arrays): transposed
-/// input rows, one block's transformed inputs, one pass's outputs, one block's `M`.
-struct Bufs16<'a> {
-    xb: &'a mut [f32],
-    vb: &'a mut [f32],
-    yb: &'a mut [f32],
-    m: &'a mut [F16; 256],
-}
+pub(super) struct Lines<const N: usize>(pub(super) [f32; N]);
 
 /// `B^T d` of one column or row of 4: d0 - d2, d1 + d2, d2 - d1, d1 - d3.
 #[target_feature(enable = "avx2,fma")]
@@ -1061,34 +626,9 @@ pub(super) fn input_transform(d: [[F8; 4]; 4]) -> [[F8; 4]; 4] {
     e
 }
 
-/// [`input_transform`] on 16 lanes (the same operations in the same order).
-#[target_feature(enable = "avx2,fma,avx512f")]
-#[inline]
-fn input_transform16(d: [[F16; 4]; 4]) -> [[F16; 4]; 4] {
-    let bt = |d: [F16; 4]| {
-        [
-            sub16(d[0], d[2]),
-            add16(d[1], d[2]),
-            sub16(d[2], d[1]),
-            sub16(d[1], d[3]),
-        ]
-    };
-    let mut e = [[splat16(0.0); 4]; 4];
-    for c in 0..4 {
-        let col = bt([d[0][c], d[1][c], d[2][c], d[3][c]]);
-        for (er, &v) in e.iter_mut().zip(&col) {
-            er[c] = v;
-        }
-    }
-    for er in e.iter_mut() {
-        *er = bt(*er);
-    }
-    e
-}
-
 /// Bias words of output channels `4 cb..4 cb + 4` (zero past the last channel or
 /// without a bias).
-fn bias4(bias: Option<&[f32]>, cb: usize) -> [f32; 4] {
+pub(super) fn bias4(bias: Option<&[f32]>, cb: usize) -> [f32; 4] {
     let mut b4 = [0.0f32; 4];
     if let Some(b) = bias {
         for (o, bo) in b4.iter_mut().enumerate() {
@@ -1099,7 +639,7 @@ fn bias4(bias: Option<&[f32]>, cb: usize) -> [f32; 4] {
 }
 
 /// [`bias4`] of blocks `cb` and `cb + 1`.
-fn bias8(bias: Option<&[f32]>, cb: usize) -> [f32; 8] {
+pub(super) fn bias8(bias: Option<&[f32]>, cb: usize) -> [f32; 8] {
     let (a, b) = (bias4(bias, cb), bias4(bias, cb + 1));
     [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
 }

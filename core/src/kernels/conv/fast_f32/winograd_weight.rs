@@ -52,6 +52,11 @@ const M_WORDS: usize = 8192;
 /// a tile's transform writes do not fall in a few cache sets.
 const PAD: usize = 16;
 
+/// `N` words from a cache-line boundary: the buffers' vectors, at multiples of 8 or 16
+/// words, then fill (part of) one line each instead of straddling two.
+#[repr(C, align(64))]
+struct Lines<const N: usize>([f32; N]);
+
 /// Column `j` of `V` or `W` (4 columns of equal stride, each padded by [`PAD`]).
 fn column(t: &[f32], j: usize) -> &[f32] {
     let stride = t.len() / 4;
@@ -119,10 +124,9 @@ impl WinoWeight {
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
     fn run(&self, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-        let mut xt = [0.0f32; X_WORDS];
-        let mut gt = [0.0f32; G_WORDS];
-        let mut vw = [0.0f32; VW_WORDS];
-        let mut m = [0.0f32; M_WORDS];
+        let (mut xt, mut gt) = (Lines([0.0f32; X_WORDS]), Lines([0.0f32; G_WORDS]));
+        let (mut vw, mut m) = (Lines([0.0f32; VW_WORDS]), Lines([0.0f32; M_WORDS]));
+        let (xt, gt, vw, m) = (&mut xt.0, &mut gt.0, &mut vw.0, &mut m.0);
         let (ip, tiles) = (self.h * self.w, self.th * self.tw);
         let pw = 2 * self.tw + 2;
         // Positions outside the planes and channels past `cin`/`cout` are never written:

@@ -170,9 +170,10 @@ impl WinoWeight {
                         _ => self.rows::<3>(xt, gt, v, w),
                     }
                 }
-                for j in 0..4 {
-                    let m = &mut m[(4 * r + j) * self.cip * self.cop..][..self.cip * self.cop];
-                    if !(self.wide && super::avx512::winograd_weight_products(self, v, w, j, m)) {
+                let mm = self.cip * self.cop;
+                let m = &mut m[4 * r * mm..][..4 * mm];
+                if !(self.wide && super::avx512::winograd_weight_products(self, v, w, m)) {
+                    for (j, m) in m.chunks_exact_mut(mm).enumerate() {
                         self.products(v, w, j, m);
                     }
                 }
@@ -422,20 +423,33 @@ impl WinoWeight {
         }
     }
 
-    /// [`WinoWeight::products`] with 16-lane multiply-adds: blocks of up to 8 input
-    /// channels x 2 vectors of 16 output channels (registers for 16 sums), the same
-    /// products in the same order (the same bits); a last 8 output channels take the
-    /// 8-lane block.
+    /// [`WinoWeight::products`] of the 4 `xi` of one row (`m`: their 4 sums, `[j][ci][co]`)
+    /// with 16-lane multiply-adds: blocks of up to 8 input channels x 2 vectors of 16
+    /// output channels, or x 1 vector for 2 `xi` at once (registers for 16 sums either
+    /// way), the same products in the same order (the same bits); a last 8 output
+    /// channels take the 8-lane block.
     #[target_feature(enable = "avx2,fma,avx512f")]
-    pub(super) fn products_wide(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
-        let (v, w) = (column(v, xi), column(w, xi));
+    pub(super) fn products_wide(&self, v: &[f32], w: &[f32], m: &mut [f32]) {
+        let mm = self.cip * self.cop;
         for [r, ci0, co0, nv] in self.blocks(8, 16, 2) {
             macro_rules! go {
                 ($r:literal) => {
                     match nv {
-                        2 => self.block16::<$r, 2>(v, w, [ci0, co0], m),
-                        1 => self.block16::<$r, 1>(v, w, [ci0, co0], m),
-                        _ => self.block::<$r, 1>(v, w, [ci0, co0], m),
+                        2 => {
+                            for (j, m) in m.chunks_exact_mut(mm).enumerate() {
+                                self.block16::<$r, 2>(column(v, j), column(w, j), [ci0, co0], m);
+                            }
+                        }
+                        1 => {
+                            let (m01, m23) = m.split_at_mut(2 * mm);
+                            self.pair16::<$r>(v, w, 0, [ci0, co0], m01);
+                            self.pair16::<$r>(v, w, 2, [ci0, co0], m23);
+                        }
+                        _ => {
+                            for (j, m) in m.chunks_exact_mut(mm).enumerate() {
+                                self.block::<$r, 1>(column(v, j), column(w, j), [ci0, co0], m);
+                            }
+                        }
                     }
                 };
             }
@@ -448,6 +462,37 @@ impl WinoWeight {
                 6 => go!(6),
                 7 => go!(7),
                 _ => go!(8),
+            }
+        }
+    }
+
+    /// [`WinoWeight::block16`] with 1 vector of output channels for the 2 `xi` `j0` and
+    /// `j0 + 1` of a row at once (`m`: their sums, `[2][ci][co]`): each vector of `W`
+    /// feeds `R` multiply-adds, and 2 `R` sums hide the multiply-adds' latency.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn pair16<const R: usize>(&self, v: &[f32], w: &[f32], j0: usize, [ci0, co0]: [usize; 2], m: &mut [f32]) {
+        let (cip, cop) = (self.cip, self.cop);
+        let (m0, m1) = m.split_at_mut(cip * cop);
+        let mut acc = [[splat16(0.0); R]; 2];
+        for (ax, m) in acc.iter_mut().zip([&*m0, &*m1]) {
+            for (r, a) in ax.iter_mut().enumerate() {
+                *a = load16(&m[(ci0 + r) * cop + co0..]);
+            }
+        }
+        let (v0, v1) = (column(v, j0).chunks_exact(cip), column(v, j0 + 1).chunks_exact(cip));
+        let (w0, w1) = (column(w, j0).chunks_exact(cop), column(w, j0 + 1).chunks_exact(cop));
+        for (((v0, v1), w0), w1) in v0.zip(v1).zip(w0).zip(w1) {
+            for (ax, (vk, wk)) in acc.iter_mut().zip([(v0, w0), (v1, w1)]) {
+                let wv = load16(&wk[co0..]);
+                for (a, &s) in ax.iter_mut().zip(&vk[ci0..ci0 + R]) {
+                    *a = fma16(splat16(s), wv, *a);
+                }
+            }
+        }
+        for (ax, m) in acc.iter().zip([m0, m1]) {
+            for (r, &a) in ax.iter().enumerate() {
+                store16(a, &mut m[(ci0 + r) * cop + co0..]);
             }
         }
     }

@@ -193,18 +193,12 @@ pub(super) fn one_forward_plane<const B: usize>(t: &Fwd, dst: &mut [f32]) -> boo
     available() && unsafe { t.plane16::<B>(dst) }
 }
 
-/// Winograd backward-weight's products for one `xi` with 16-lane multiply-adds
+/// Winograd backward-weight's products for one row of 4 `xi` with 16-lane multiply-adds
 /// ([`WinoWeight::products_wide`]); `false` (nothing written) without AVX-512F.
-pub(super) fn winograd_weight_products(
-    ww: &WinoWeight,
-    v: &[f32],
-    w: &[f32],
-    xi: usize,
-    m: &mut [f32],
-) -> bool {
+pub(super) fn winograd_weight_products(ww: &WinoWeight, v: &[f32], w: &[f32], m: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && {
-        unsafe { ww.products_wide(v, w, xi, m) };
+        unsafe { ww.products_wide(v, w, m) };
         true
     }
 }

@@ -13,9 +13,10 @@
 //!   channels) with broadcast `V` words: no horizontal sums, and `M` stays as small as
 //!   the weights (sample lanes would need 8 partial sums per weight).
 //! - Per sample, one row of 4 `xi` at a time: that row of every tile's `V` and `W` is
-//!   written to columns `[xi % 4][tile][channel]` small enough to stay in L1, then each
-//!   `xi`'s products run as a register-blocked GEMM over the tiles (a block of input
-//!   channels x 2 vectors of output channels held in registers, contiguous loads).
+//!   written to `[tile][xi % 4][channel]` (each tile's 4 vectors side by side, one
+//!   running pointer for the transforms), small enough to stay in L1, then the products
+//!   run as a register-blocked GEMM over the tiles (a block of input channels x 2
+//!   vectors of output channels, or x 1 vector for 2 `xi`, held in registers).
 //!   Every sum takes its products in (sample, tile) order and each lane's transform
 //!   operations are the same at either width, so the 8- and 16-lane code give the same
 //!   bits.
@@ -43,19 +44,20 @@ const X_WORDS: usize = 4096;
 /// tiles.
 const G_WORDS: usize = 4096;
 /// Words of one row of 4 `xi` of the transformed tiles of one sample: `V`
-/// (`[xi % 4][tile][ci]`) then `W` (`[xi % 4][tile][co]`), each `xi`'s column padded by
-/// a cache line ([`column`]).
+/// (`[tile][xi % 4][ci]`) then `W` (`[tile][xi % 4][co]`).
 const VW_WORDS: usize = 6144;
 /// Words of the sums, `[xi][ci][co]`.
 const M_WORDS: usize = 8192;
-/// Words past each `xi`'s column of `V` or `W`: one cache line, so that the 16 columns
-/// a tile's transform writes do not fall in a few cache sets.
-const PAD: usize = 16;
 
-/// Column `j` of `V` or `W` (4 columns of equal stride, each padded by [`PAD`]).
-fn column(t: &[f32], j: usize) -> &[f32] {
-    let stride = t.len() / 4;
-    &t[j * stride..][..stride - PAD]
+/// `N` words from a cache-line boundary: the buffers' vectors, at multiples of 8 or 16
+/// words, then fill (part of) one line each instead of straddling two.
+#[repr(C, align(64))]
+struct Lines<const N: usize>([f32; N]);
+
+/// Column `j` of `V` or `W` (`[tile][j][c]`): the `c` words of `xi % 4 = j` of each
+/// tile, in tile order.
+fn column(t: &[f32], j: usize, c: usize) -> impl Iterator<Item = &[f32]> {
+    t.chunks_exact(4 * c).map(move |k| &k[j * c..][..c])
 }
 
 /// One backward-weight: sizes and padded channel counts.
@@ -96,7 +98,7 @@ impl WinoWeight {
         }
         let (th, tw) = (g.h.div_ceil(2), g.w.div_ceil(2));
         let (cip, cop) = (g.c_in.next_multiple_of(8), g.c_out.next_multiple_of(8));
-        let fits = 4 * (th * tw * (cip + cop) + 2 * PAD) <= VW_WORDS
+        let fits = 4 * th * tw * (cip + cop) <= VW_WORDS
             && (2 * th + 2) * (2 * tw + 2) * cip <= X_WORDS
             && 4 * th * tw * cop <= G_WORDS
             && 16 * cip * cop <= M_WORDS;
@@ -119,10 +121,9 @@ impl WinoWeight {
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
     fn run(&self, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-        let mut xt = [0.0f32; X_WORDS];
-        let mut gt = [0.0f32; G_WORDS];
-        let mut vw = [0.0f32; VW_WORDS];
-        let mut m = [0.0f32; M_WORDS];
+        let (mut xt, mut gt) = (Lines([0.0f32; X_WORDS]), Lines([0.0f32; G_WORDS]));
+        let (mut vw, mut m) = (Lines([0.0f32; VW_WORDS]), Lines([0.0f32; M_WORDS]));
+        let (xt, gt, vw, m) = (&mut xt.0, &mut gt.0, &mut vw.0, &mut m.0);
         let (ip, tiles) = (self.h * self.w, self.th * self.tw);
         let pw = 2 * self.tw + 2;
         // Positions outside the planes and channels past `cin`/`cout` are never written:
@@ -132,8 +133,8 @@ impl WinoWeight {
         let xt = &mut xt[..self.cip / lx * xp];
         let gt = &mut gt[..self.cop / lg * gp];
         let m = &mut m[..16 * self.cip * self.cop];
-        let (v, w) = vw.split_at_mut(4 * (tiles * self.cip + PAD));
-        let w = &mut w[..4 * (tiles * self.cop + PAD)];
+        let (v, w) = vw.split_at_mut(4 * tiles * self.cip);
+        let w = &mut w[..4 * tiles * self.cop];
         for n in 0..self.n {
             for c0 in (0..self.cin).step_by(8) {
                 let at = (n * self.cin + c0) * ip;
@@ -166,9 +167,10 @@ impl WinoWeight {
                         _ => self.rows::<3>(xt, gt, v, w),
                     }
                 }
-                for j in 0..4 {
-                    let m = &mut m[(4 * r + j) * self.cip * self.cop..][..self.cip * self.cop];
-                    if !(self.wide && super::avx512::winograd_weight_products(self, v, w, j, m)) {
+                let mm = self.cip * self.cop;
+                let m = &mut m[4 * r * mm..][..4 * mm];
+                if !(self.wide && super::avx512::winograd_weight_products(self, v, w, m)) {
+                    for (j, m) in m.chunks_exact_mut(mm).enumerate() {
                         self.products(v, w, j, m);
                     }
                 }
@@ -237,7 +239,8 @@ impl WinoWeight {
     fn input_row16<const R: usize>(&self, xc: &[f32], c0: usize, v: &mut [f32]) {
         let row = (2 * self.tw + 2) * 16;
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
-        let mut d = tile_columns(v);
+        let cip = self.cip;
+        let mut tiles = v.chunks_exact_mut(4 * cip);
         for ty in 0..self.th {
             let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
             // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
@@ -250,12 +253,11 @@ impl WinoWeight {
                 }
             };
             let (mut e0, mut e1) = (e(0), e(1));
-            for tx in 0..self.tw {
+            for (tx, d) in (0..self.tw).zip(&mut tiles) {
                 let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
                 let t = [sub16(e0, e2), add16(e1, e2), sub16(e2, e1), sub16(e1, e3)];
-                let at = (ty * self.tw + tx) * self.cip + c0;
-                for (d, tv) in d.iter_mut().zip(t) {
-                    store16(tv, &mut d[at..]);
+                for (j, tv) in t.into_iter().enumerate() {
+                    store16(tv, &mut d[j * cip + c0..]);
                 }
                 (e0, e1) = (e2, e3);
             }
@@ -267,11 +269,12 @@ impl WinoWeight {
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn gradient_row16<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
         let row = 2 * self.tw * 16;
-        let mut d = tile_columns(w);
+        let cop = self.cop;
+        let mut tiles = w.chunks_exact_mut(4 * cop);
         for ty in 0..self.th {
             let g0 = gc[2 * ty * row..][..row].chunks_exact(32);
             let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(32);
-            for (tx, (g0, g1)) in g0.zip(g1).enumerate() {
+            for ((g0, g1), d) in g0.zip(g1).zip(&mut tiles) {
                 let e = match R {
                     0 => [load16(g0), load16(&g0[16..])],
                     1 => [
@@ -285,9 +288,8 @@ impl WinoWeight {
                     _ => [load16(g1), load16(&g1[16..])],
                 };
                 let t = [e[0], add16(e[0], e[1]), sub16(e[0], e[1]), e[1]];
-                let at = (ty * self.tw + tx) * self.cop + c0;
-                for (d, tv) in d.iter_mut().zip(t) {
-                    store16(tv, &mut d[at..]);
+                for (j, tv) in t.into_iter().enumerate() {
+                    store16(tv, &mut d[j * cop + c0..]);
                 }
             }
         }
@@ -309,14 +311,15 @@ impl WinoWeight {
     }
 
     /// Row `R` of `V = B^T d B` of every tile of one sample for input channels `c0..c0 +
-    /// 8` (padded plane `xc`, `[row][column][8]`) into `v[j][tile][c0..c0 + 8]` (`xi = 4
+    /// 8` (padded plane `xc`, `[row][column][8]`) into `v[tile][j][c0..c0 + 8]` (`xi = 4
     /// R + j`): `input_transform`'s operations for that row.
     #[target_feature(enable = "avx2,fma")]
     fn input_row<const R: usize>(&self, xc: &[f32], c0: usize, v: &mut [f32]) {
         let row = (2 * self.tw + 2) * 8;
         // `B^T`'s row `R`: `d[a] - d[b]`, or `d[a] + d[b]` for row 1.
         let (a, b) = [(0, 2), (1, 2), (2, 1), (1, 3)][R];
-        let mut d = tile_columns(v);
+        let cip = self.cip;
+        let mut tiles = v.chunks_exact_mut(4 * cip);
         for ty in 0..self.th {
             let (pa, pb) = (&xc[(2 * ty + a) * row..][..row], &xc[(2 * ty + b) * row..][..row]);
             // Column `p` of `B^T d`; a tile's columns 2 and 3 are the next one's 0 and 1.
@@ -329,12 +332,11 @@ impl WinoWeight {
                 }
             };
             let (mut e0, mut e1) = (e(0), e(1));
-            for tx in 0..self.tw {
+            for (tx, d) in (0..self.tw).zip(&mut tiles) {
                 let (e2, e3) = (e(2 * tx + 2), e(2 * tx + 3));
                 let t = [sub(e0, e2), add(e1, e2), sub(e2, e1), sub(e1, e3)];
-                let at = (ty * self.tw + tx) * self.cip + c0;
-                for (d, tv) in d.iter_mut().zip(t) {
-                    store(tv, &mut d[at..]);
+                for (j, tv) in t.into_iter().enumerate() {
+                    store(tv, &mut d[j * cip + c0..]);
                 }
                 (e0, e1) = (e2, e3);
             }
@@ -343,16 +345,17 @@ impl WinoWeight {
 
     /// Row `R` of `A gy A^T` of every tile of one sample for output channels `c0..c0 + 8`
     /// (plane `gc`, `[row][column][8]`), with row and column 3 negated (`A`'s last row
-    /// is `[0, -1]`; `add_weights` restores the sign), into `w[j][tile][c0..c0 + 8]`
+    /// is `[0, -1]`; `add_weights` restores the sign), into `w[tile][j][c0..c0 + 8]`
     /// (`xi = 4 R + j`).
     #[target_feature(enable = "avx2,fma")]
     fn gradient_row<const R: usize>(&self, gc: &[f32], c0: usize, w: &mut [f32]) {
         let row = 2 * self.tw * 8;
-        let mut d = tile_columns(w);
+        let cop = self.cop;
+        let mut tiles = w.chunks_exact_mut(4 * cop);
         for ty in 0..self.th {
             let g0 = gc[2 * ty * row..][..row].chunks_exact(16);
             let g1 = gc[(2 * ty + 1) * row..][..row].chunks_exact(16);
-            for (tx, (g0, g1)) in g0.zip(g1).enumerate() {
+            for ((g0, g1), d) in g0.zip(g1).zip(&mut tiles) {
                 // Rows g0, g0 + g1, g0 - g1, g1; then the same along the row.
                 let e = match R {
                     0 => [load(g0), load(&g0[8..])],
@@ -361,9 +364,8 @@ impl WinoWeight {
                     _ => [load(g1), load(&g1[8..])],
                 };
                 let t = [e[0], add(e[0], e[1]), sub(e[0], e[1]), e[1]];
-                let at = (ty * self.tw + tx) * self.cop + c0;
-                for (d, tv) in d.iter_mut().zip(t) {
-                    store(tv, &mut d[at..]);
+                for (j, tv) in t.into_iter().enumerate() {
+                    store(tv, &mut d[j * cop + c0..]);
                 }
             }
         }
@@ -396,14 +398,13 @@ impl WinoWeight {
     /// over every `k` (each sum's products in `k` order).
     #[target_feature(enable = "avx2,fma")]
     fn products(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
-        let (v, w) = (column(v, xi), column(w, xi));
         for [r, ci0, co0, nv] in self.blocks(6, 8, 2) {
             macro_rules! go {
                 ($r:literal) => {
                     if nv == 2 {
-                        self.block::<$r, 2>(v, w, [ci0, co0], m)
+                        self.block::<$r, 2>(v, w, xi, [ci0, co0], m)
                     } else {
-                        self.block::<$r, 1>(v, w, [ci0, co0], m)
+                        self.block::<$r, 1>(v, w, xi, [ci0, co0], m)
                     }
                 };
             }
@@ -418,20 +419,33 @@ impl WinoWeight {
         }
     }
 
-    /// [`WinoWeight::products`] with 16-lane multiply-adds: blocks of up to 8 input
-    /// channels x 2 vectors of 16 output channels (registers for 16 sums), the same
-    /// products in the same order (the same bits); a last 8 output channels take the
-    /// 8-lane block.
+    /// [`WinoWeight::products`] of the 4 `xi` of one row (`m`: their 4 sums, `[j][ci][co]`)
+    /// with 16-lane multiply-adds: blocks of up to 8 input channels x 2 vectors of 16
+    /// output channels, or x 1 vector for 2 `xi` at once (registers for 16 sums either
+    /// way), the same products in the same order (the same bits); a last 8 output
+    /// channels take the 8-lane block.
     #[target_feature(enable = "avx2,fma,avx512f")]
-    pub(super) fn products_wide(&self, v: &[f32], w: &[f32], xi: usize, m: &mut [f32]) {
-        let (v, w) = (column(v, xi), column(w, xi));
+    pub(super) fn products_wide(&self, v: &[f32], w: &[f32], m: &mut [f32]) {
+        let mm = self.cip * self.cop;
         for [r, ci0, co0, nv] in self.blocks(8, 16, 2) {
             macro_rules! go {
                 ($r:literal) => {
                     match nv {
-                        2 => self.block16::<$r, 2>(v, w, [ci0, co0], m),
-                        1 => self.block16::<$r, 1>(v, w, [ci0, co0], m),
-                        _ => self.block::<$r, 1>(v, w, [ci0, co0], m),
+                        2 => {
+                            for (j, m) in m.chunks_exact_mut(mm).enumerate() {
+                                self.block16::<$r, 2>(v, w, j, [ci0, co0], m);
+                            }
+                        }
+                        1 => {
+                            let (m01, m23) = m.split_at_mut(2 * mm);
+                            self.pair16::<$r>(v, w, 0, [ci0, co0], m01);
+                            self.pair16::<$r>(v, w, 2, [ci0, co0], m23);
+                        }
+                        _ => {
+                            for (j, m) in m.chunks_exact_mut(mm).enumerate() {
+                                self.block::<$r, 1>(v, w, j, [ci0, co0], m);
+                            }
+                        }
                     }
                 };
             }
@@ -448,6 +462,36 @@ impl WinoWeight {
         }
     }
 
+    /// [`WinoWeight::block16`] with 1 vector of output channels for the 2 `xi` `j0` and
+    /// `j0 + 1` of a row at once (`m`: their sums, `[2][ci][co]`): each vector of `W`
+    /// feeds `R` multiply-adds, and 2 `R` sums hide the multiply-adds' latency.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn pair16<const R: usize>(&self, v: &[f32], w: &[f32], j0: usize, [ci0, co0]: [usize; 2], m: &mut [f32]) {
+        let (cip, cop) = (self.cip, self.cop);
+        let (m0, m1) = m.split_at_mut(cip * cop);
+        let mut acc = [[splat16(0.0); R]; 2];
+        for (ax, m) in acc.iter_mut().zip([&*m0, &*m1]) {
+            for (r, a) in ax.iter_mut().enumerate() {
+                *a = load16(&m[(ci0 + r) * cop + co0..]);
+            }
+        }
+        for (vk, wk) in v.chunks_exact(4 * cip).zip(w.chunks_exact(4 * cop)) {
+            for (x, ax) in acc.iter_mut().enumerate() {
+                let (vk, wk) = (&vk[(j0 + x) * cip..], &wk[(j0 + x) * cop..]);
+                let wv = load16(&wk[co0..]);
+                for (a, &s) in ax.iter_mut().zip(&vk[ci0..ci0 + R]) {
+                    *a = fma16(splat16(s), wv, *a);
+                }
+            }
+        }
+        for (ax, m) in acc.iter().zip([m0, m1]) {
+            for (r, &a) in ax.iter().enumerate() {
+                store16(a, &mut m[(ci0 + r) * cop + co0..]);
+            }
+        }
+    }
+
     /// [`WinoWeight::block`] with `NV` vectors of 16 output channels.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
@@ -455,6 +499,7 @@ impl WinoWeight {
         &self,
         v: &[f32],
         w: &[f32],
+        j: usize,
         [ci0, co0]: [usize; 2],
         m: &mut [f32],
     ) {
@@ -465,7 +510,7 @@ impl WinoWeight {
                 *a = load16(&m[(ci0 + r) * cop + co0 + 16 * j..]);
             }
         }
-        for (vk, wk) in v.chunks_exact(cip).zip(w.chunks_exact(cop)) {
+        for (vk, wk) in column(v, j, cip).zip(column(w, j, cop)) {
             let (vk, wk) = (&vk[ci0..ci0 + R], &wk[co0..co0 + 16 * NV]);
             let wv: [_; NV] = core::array::from_fn(|j| load16(&wk[16 * j..]));
             for (ar, &s) in acc.iter_mut().zip(vk) {
@@ -483,13 +528,14 @@ impl WinoWeight {
     }
 
     /// `R` input channels from `ci0` x `NV` vectors of 8 output channels from `co0`, over
-    /// every `k` of `v` (`[k][ci]`) and `w` (`[k][co]`).
+    /// every tile `k` of column `j` of `v` (`[k][j][ci]`) and `w` (`[k][j][co]`).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     fn block<const R: usize, const NV: usize>(
         &self,
         v: &[f32],
         w: &[f32],
+        j: usize,
         [ci0, co0]: [usize; 2],
         m: &mut [f32],
     ) {
@@ -500,7 +546,7 @@ impl WinoWeight {
                 *a = load(&m[(ci0 + r) * cop + co0 + 8 * j..]);
             }
         }
-        for (vk, wk) in v.chunks_exact(cip).zip(w.chunks_exact(cop)) {
+        for (vk, wk) in column(v, j, cip).zip(column(w, j, cop)) {
             let (vk, wk) = (&vk[ci0..ci0 + R], &wk[co0..co0 + 8 * NV]);
             let wv: [_; NV] = core::array::from_fn(|j| load(&wk[8 * j..]));
             for (ar, &s) in acc.iter_mut().zip(vk) {
@@ -545,13 +591,6 @@ impl WinoWeight {
             }
         }
     }
-}
-
-/// The 4 columns of `t` ([`column`]), `[tile][channel]`.
-fn tile_columns(t: &mut [f32]) -> [&mut [f32]; 4] {
-    let stride = t.len() / 4;
-    let mut cols = t.chunks_exact_mut(stride.max(1));
-    core::array::from_fn(|_| cols.next().unwrap_or_default())
 }
 
 /// `dst[(y * row + x) * step + c] = src[c][y][x]` for `cs <= 8` planes of `h x w`

@@ -7,6 +7,27 @@ use super::{median_us, Out};
 use std::hint::black_box;
 use torchlet::bench::{reference as conv, ConvGeom, KernelSet, F32};
 
+/// A convolution's multiply-add count (x2) and fixed, varied operands: input, weight
+/// and output gradient.
+pub struct ConvData {
+    pub flops: f64,
+    pub x: Vec<f32>,
+    pub wt: Vec<f32>,
+    pub gy: Vec<f32>,
+}
+
+impl ConvData {
+    pub fn new(g: &ConvGeom) -> Self {
+        let fill = |len: usize, m: usize, off: f32| (0..len).map(|i| (i % m) as f32 * 0.1 - off).collect();
+        ConvData {
+            flops: 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64,
+            x: fill(g.n * g.c_in * g.h * g.w, 13, 0.6),
+            wt: fill(g.c_out * g.c_in / g.groups * g.kh * g.kw, 7, 0.3),
+            gy: fill(g.n * g.c_out * g.oh * g.ow, 5, 0.2),
+        }
+    }
+}
+
 /// W1's three convolutions at batch `n` and 28x28 input.
 fn w1_convs(n: usize) -> [(&'static str, ConvGeom); 3] {
     let geom = |c_in, c_out, hw| ConvGeom {
@@ -94,16 +115,7 @@ pub fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
     ));
     for n in [1usize, 32] {
         for (name, g) in w1_convs(n).into_iter().chain(mobile_convs(n)) {
-            let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
-            let x: Vec<f32> = (0..g.n * g.c_in * g.h * g.w)
-                .map(|i| (i % 13) as f32 * 0.1 - 0.6)
-                .collect();
-            let wt: Vec<f32> = (0..g.c_out * g.c_in / g.groups * g.kh * g.kw)
-                .map(|i| (i % 7) as f32 * 0.1 - 0.3)
-                .collect();
-            let gy: Vec<f32> = (0..g.n * g.c_out * g.oh * g.ow)
-                .map(|i| (i % 5) as f32 * 0.1 - 0.2)
-                .collect();
+            let ConvData { flops, x, wt, gy } = ConvData::new(&g);
             let iters = if quick {
                 20
             } else {

@@ -3,6 +3,7 @@
 //! `tests/golden/bench_pytorch.py` times the same network (tests/golden/make_w2.py's
 //! definition) under the same case names.
 
+use super::kernels::ConvData;
 use super::{median_us, Timing};
 use std::hint::black_box;
 use torchlet::bench::{ConvGeom, KernelSet, F32};
@@ -138,16 +139,7 @@ pub fn conv_profile(n: usize, quick: bool) {
     );
     let mut total = [0.0f64; 3];
     for (i, (name, g)) in convs(n).into_iter().enumerate() {
-        let flops = 2.0 * (g.n * g.c_out * g.oh * g.ow * g.c_in / g.groups * g.kh * g.kw) as f64;
-        let x: Vec<f32> = (0..g.n * g.c_in * g.h * g.w)
-            .map(|i| (i % 13) as f32 * 0.1 - 0.6)
-            .collect();
-        let wt: Vec<f32> = (0..g.c_out * g.c_in / g.groups * g.kh * g.kw)
-            .map(|i| (i % 7) as f32 * 0.1 - 0.3)
-            .collect();
-        let gy: Vec<f32> = (0..g.n * g.c_out * g.oh * g.ow)
-            .map(|i| (i % 5) as f32 * 0.1 - 0.2)
-            .collect();
+        let ConvData { flops, x, wt, gy } = ConvData::new(&g);
         let iters = if quick {
             20
         } else {

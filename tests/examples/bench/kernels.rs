@@ -3,6 +3,7 @@
 //! backward-weight) generic, portable and `f32`'s own, in GFLOP/s and % of the
 //! measured peak.
 
+use super::peak::fma16_with_loads_gflops;
 use super::{median_us, Out};
 use std::hint::black_box;
 use torchlet::bench::{reference as conv, ConvGeom, KernelSet, F32};
@@ -103,6 +104,13 @@ pub fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
     out.line(format!(
         "\nconv2d kernels (GFLOP/s of thread CPU time; % of measured peak {peak:.1} GFLOP/s)"
     ));
+    if let (Some(l8), Some(l11)) = (fma16_with_loads_gflops::<8>(), fma16_with_loads_gflops::<11>()) {
+        out.line(format!(
+            "the same 16-lane multiply-adds with 16-word loads from L1 (24 chains): 8 loads per 24 {l8:.1} GFLOP/s ({:.0}% of the peak), 11 per 24 {l11:.1} ({:.0}%)",
+            100.0 * l8 / peak,
+            100.0 * l11 / peak
+        ));
+    }
     out.line(
         "GFLOP/s count a direct convolution's multiply-adds; where the f32 kernel is Winograd F(2x2,3x3) \
          (3x3 stride 1: forward and backward-input on planes under 8 wide, or 16 with AVX-512F, at batch >= 8, \

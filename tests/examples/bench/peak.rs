@@ -65,6 +65,48 @@ fn fma16_peak_gflops() -> f64 {
     best
 }
 
+/// GFLOP/s of 24 independent 16-lane FMA chains that take their second operand from
+/// `L` 16-word loads out of an L1-resident buffer per 24 multiply-adds (11 is the
+/// mix of W1's one-channel tiles: 3 input vectors and 8 broadcast weights), the best
+/// of many short blocks; `None` without AVX-512F. What a kernel with that many loads
+/// can reach, beside the peak of multiply-adds alone.
+pub fn fma16_with_loads_gflops<const L: usize>() -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if torchlet::bench::avx512_available() {
+        // SAFETY: `avx512_available` checked that the CPU and the OS support AVX-512F.
+        return Some(unsafe { fma16_loads::<L>() });
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn fma16_loads<const L: usize>() -> f64 {
+    use std::arch::x86_64::{__m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps};
+    let buf = vec![black_box(0.5f32); 16 * 256];
+    let m = _mm512_set1_ps(black_box(0.999));
+    let (iters, rows) = (5_000usize, buf.len() / 16 - L);
+    let mut best = 0.0f64;
+    for _ in 0..300 {
+        let mut acc = [_mm512_set1_ps(black_box(0.5)); 24];
+        let t = Instant::now();
+        for i in 0..iters {
+            let row = &buf[(i % rows) * 16..][..16 * L];
+            let mut v: [__m512; L] = [m; L];
+            for (k, vk) in v.iter_mut().enumerate() {
+                // SAFETY: `row` holds `L` vectors of 16 words; `loadu` needs no alignment.
+                *vk = unsafe { _mm512_loadu_ps(row[16 * k..].as_ptr()) };
+            }
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(*a, v[j % L], m);
+            }
+        }
+        black_box(&acc);
+        best = best.max((iters * 24 * 16 * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
+}
+
 /// GFLOP/s of 12 independent 8-lane FMA chains (two FMA pipes x a latency of 4-5
 /// cycles need at least 10 in flight); the best of many short blocks.
 #[cfg(target_arch = "x86_64")]

@@ -65,23 +65,24 @@ fn fma16_peak_gflops() -> f64 {
     best
 }
 
-/// GFLOP/s of 24 independent 16-lane FMA chains that take their second operand from
-/// `L` 16-word loads out of an L1-resident buffer per 24 multiply-adds (11 is the
-/// mix of W1's one-channel tiles: 3 input vectors and 8 broadcast weights), the best
-/// of many short blocks; `None` without AVX-512F. What a kernel with that many loads
-/// can reach, beside the peak of multiply-adds alone.
-pub fn fma16_with_loads_gflops<const L: usize>() -> Option<f64> {
+/// GFLOP/s of 24 independent 16-lane FMA chains fed per 24 multiply-adds by `L`
+/// 16-word loads and `B` one-word broadcasts (`B` dividing 24) out of an L1-resident
+/// buffer (`B` at most `16 L`), the best of many short blocks; `None` without AVX-512F. What a kernel with
+/// that mix of loads can reach, beside the peak of multiply-adds alone: W1's
+/// one-channel tiles load 3 input vectors and broadcast 8 weights (forward), or load
+/// 3 input and 8 output-gradient vectors (backward-weight).
+pub fn fma16_with_loads_gflops<const L: usize, const B: usize>() -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     if torchlet::bench::avx512_available() {
         // SAFETY: `avx512_available` checked that the CPU and the OS support AVX-512F.
-        return Some(unsafe { fma16_loads::<L>() });
+        return Some(unsafe { fma16_loads::<L, B>() });
     }
     None
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn fma16_loads<const L: usize>() -> f64 {
+fn fma16_loads<const L: usize, const B: usize>() -> f64 {
     use std::arch::x86_64::{__m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps};
     let buf = vec![black_box(0.5f32); 16 * 256];
     let m = _mm512_set1_ps(black_box(0.999));
@@ -97,8 +98,21 @@ fn fma16_loads<const L: usize>() -> f64 {
                 // SAFETY: `row` holds `L` vectors of 16 words; `loadu` needs no alignment.
                 *vk = unsafe { _mm512_loadu_ps(row[16 * k..].as_ptr()) };
             }
-            for (j, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_fmadd_ps(*a, v[j % L], m);
+            match 24usize.checked_div(B) {
+                None => {
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(m, v[j % L], *a);
+                    }
+                }
+                // Broadcast `k` feeds `per` chains in turn, one vector each.
+                Some(per) => {
+                    for (k, chains) in acc.chunks_exact_mut(per).enumerate() {
+                        let w = _mm512_set1_ps(row[k]);
+                        for (j, a) in chains.iter_mut().enumerate() {
+                            *a = _mm512_fmadd_ps(w, v[j % L], *a);
+                        }
+                    }
+                }
             }
         }
         black_box(&acc);

@@ -395,3 +395,15 @@ pub(crate) fn prefetch(s: &[f32]) {
         }
     }
 }
+
+/// Asks for the cache line holding `s`'s first word in a writable state, so that a
+/// later store need not wait for its ownership; nothing for an empty `s`.
+#[inline]
+pub(crate) fn prefetch_write(s: &[f32]) {
+    if let Some(w) = s.first() {
+        // SAFETY: a prefetch reads nothing architecturally, and `w` is a valid word.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>((w as *const f32).cast())
+        }
+    }
+}

@@ -268,6 +268,16 @@ impl Wino {
                 }
                 t = 1;
             }
+            if self.cb == 2 {
+                // One block of 8 output channels: a row of `xi` at a time.
+                let at = [0, t0, count];
+                match t {
+                    2 => self.by_rows16::<2>(u, [xb, vb], &mut m[0], slots, tx0, at, bias8(bias, 0), yb),
+                    _ => self.by_rows16::<1>(u, [xb, vb], &mut m[0], slots, tx0, at, bias8(bias, 0), yb),
+                }
+                t0 += t;
+                continue;
+            }
             self.input_tiles16(xb, slots, [tx0 + t0, t], [0, self.cin], vb);
             let mut cb = 0;
             while cb < self.cb {
@@ -311,6 +321,68 @@ impl Wino {
     ) {
         self.accumulate16::<T, C>(u, vb, m, [cb, 0, self.cin]);
         self.untransform16::<T, C>(m, [cb, t0, count], bias, yb);
+    }
+
+    /// [`Wino::block16`] of the `T` tiles from `t0` x output channels `0..8` (the only
+    /// block), their inputs transformed one row of `xi` at a time just before its
+    /// products: 4 `xi` of transformed inputs at a time (a quarter of a block's) stay in
+    /// the L1 cache beside the rows, weights and `M`.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn by_rows16<const T: usize>(
+        &self,
+        u: &[f32],
+        [xb, vb]: [&mut [f32]; 2],
+        m: &mut [F16; M16],
+        slots: [usize; 4],
+        tx0: usize,
+        [cb, t0, count]: [usize; 3],
+        bias: [f32; 8],
+        yb: &mut [f32],
+    ) {
+        for r in 0..4 {
+            self.input_row16::<T>(xb, slots, tx0 + t0, r, vb);
+            self.accumulate16_in::<T, 8>(u, vb, m, [cb, 0, self.cin], [4 * r, 4]);
+        }
+        self.untransform16::<T, 8>(m, [cb, t0, count], bias, yb);
+    }
+
+    /// Row `r` of [`Wino::input_block16`]'s transforms (its `xi` `4 r..4 r + 4`) of every
+    /// input channel, into `vb` as `xi - 4 r`: only the two input rows that row reads,
+    /// each value's operations those of [`bt16`].
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn input_row16<const T: usize>(
+        &self,
+        xb: &[f32],
+        slots: [usize; 4],
+        tx0: usize,
+        r: usize,
+        vb: &mut [f32],
+    ) {
+        let rw = self.pw * 16;
+        let xs = Self::XS16;
+        let c0 = 2 * tx0 * 16;
+        // `B^T` row `r` takes `d[i] - d[j]` or (row 1) `d[1] + d[2]`.
+        let (i, j) = [(0, 2), (1, 2), (2, 1), (1, 3)][r];
+        for ci in 0..self.cin {
+            let chan = &xb[ci * 4 * rw..][..4 * rw];
+            let row = |k: usize| &chan[slots[k] * rw + c0..][..(2 * T + 2) * 16];
+            let (ri, rj) = (row(i), row(j));
+            let mut e = [splat16(0.0); 6];
+            for (c, ec) in e.iter_mut().enumerate().take(2 * T + 2) {
+                let (a, b) = (load16(&ri[16 * c..]), load16(&rj[16 * c..]));
+                *ec = if r == 1 { add16(a, b) } else { sub16(a, b) };
+            }
+            let out = &mut vb[ci * T * 16..][..3 * xs + T * 16];
+            for t in 0..T {
+                let v = bt16([e[2 * t], e[2 * t + 1], e[2 * t + 2], e[2 * t + 3]]);
+                for (c, &vc) in v.iter().enumerate() {
+                    store16(vc, &mut out[c * xs + 16 * t..]);
+                }
+            }
+        }
     }
 
     /// `T` tiles x every output channel in blocks of `C`, input channels in chunks of 16
@@ -360,16 +432,30 @@ impl Wino {
         u: &[f32],
         vb: &[f32],
         m: &mut [F16; M16],
-        [cb, c0, c1]: [usize; 3],
+        at: [usize; 3],
     ) {
-        for (xi, mx) in m.chunks_exact_mut(C * T).take(16).enumerate() {
+        self.accumulate16_in::<T, C>(u, vb, m, at, [0, 16]);
+    }
+
+    /// [`Wino::accumulate16`] of `xi` `x0..x0 + nx` only, `vb` holding them from its start.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn accumulate16_in<const T: usize, const C: usize>(
+        &self,
+        u: &[f32],
+        vb: &[f32],
+        m: &mut [F16; M16],
+        [cb, c0, c1]: [usize; 3],
+        [x0, nx]: [usize; 2],
+    ) {
+        for (xi, mx) in m.chunks_exact_mut(C * T).enumerate().skip(x0).take(nx) {
             let mut acc = [[splat16(0.0); T]; C];
             if c0 > 0 {
                 for (ao, mo) in acc.iter_mut().zip(mx.chunks_exact(T)) {
                     ao.copy_from_slice(mo);
                 }
             }
-            self.xi_products::<T, C>(u, vb, xi, [cb, c0, c1], &mut acc);
+            self.xi_products::<T, C>(u, &vb[(xi - x0) * Self::XS16..], xi, [cb, c0, c1], &mut acc);
             for (mo, ao) in mx.chunks_exact_mut(T).zip(&acc) {
                 mo.copy_from_slice(ao);
             }
@@ -410,7 +496,7 @@ impl Wino {
         }
     }
 
-    /// `acc += M[xi]` of the `T` tiles in `vb` (input channels `c0..c1`) x `C` channels
+    /// `acc += M[xi]` of the `T` tiles in `vb` (that `xi`'s, input channels `c0..c1`) x `C` channels
     /// from `4 cb`: the sums over input channels of `U . V`, in their order.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
@@ -430,7 +516,7 @@ impl Wino {
             &u[(xi * self.cb + cb + k) * cw + c0 * 4..][..(c1 - c0) * 4]
         };
         let (u0, u1, u2, u3) = (ub(0), ub(1), ub(2), ub(3));
-        let vx = &vb[xi * Self::XS16..][..(c1 - c0) * T * 16];
+        let vx = &vb[..(c1 - c0) * T * 16];
         let ws = u0
             .chunks_exact(4)
             .zip(u1.chunks_exact(4))

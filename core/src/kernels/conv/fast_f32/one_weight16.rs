@@ -78,8 +78,8 @@ pub(super) fn backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     true
 }
 
-/// The sum of 16 lanes, pairwise.
-fn lane_sum(l: &[f32]) -> f32 {
+/// The sum of 16 lanes, pairwise (also `pw_weight16.rs`'s).
+pub(super) fn lane_sum(l: &[f32]) -> f32 {
     let h: [f32; 8] = core::array::from_fn(|i| l[i] + l[i + 8]);
     ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]))
 }

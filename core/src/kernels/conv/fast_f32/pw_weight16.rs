@@ -12,6 +12,7 @@
 //!   block's output-gradient rows are read again from L1 on small planes.
 
 use super::avx512::{fma16, load16, load16_first, splat16, store16, F16};
+use super::one_weight16::lane_sum;
 use crate::kernels::conv::ConvGeom;
 
 /// Output channels per tile.
@@ -107,7 +108,9 @@ impl Rows {
         let mut sums = [[0.0f32; PI]; PO];
         for (srow, arow) in sums.iter_mut().zip(&acc) {
             for (s, &a) in srow.iter_mut().zip(arow) {
-                *s = lane_sum(a);
+                let mut l = [0.0f32; 16];
+                store16(a, &mut l);
+                *s = lane_sum(&l);
             }
         }
         sums
@@ -123,22 +126,6 @@ fn products(acc: &mut [[F16; PI]; PO], gv: &[F16; PO], xv: &[F16; PI]) {
             *av = fma16(g, x, *av);
         }
     }
-}
-
-/// The sum of `v`'s 16 lanes, in a fixed pairwise order.
-#[target_feature(enable = "avx2,fma,avx512f")]
-#[inline]
-fn lane_sum(v: F16) -> f32 {
-    let mut l = [0.0f32; 16];
-    store16(v, &mut l);
-    let mut w = 16;
-    while w > 1 {
-        w /= 2;
-        for k in 0..w {
-            l[k] += l[k + w];
-        }
-    }
-    l[0]
 }
 
 #[cfg(test)]

@@ -65,28 +65,29 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
     let mut buf = Buf([0.0f32; X_WORDS]);
     let buf = &mut buf.0;
     let offs: [usize; 9] = core::array::from_fn(|t| f.off(t));
+    // One block's tables serve every sample; more blocks are rebuilt per sample.
+    let one_block = cout <= CB;
     for grp in 0..g.groups {
+        let tables = one_block.then(|| Tables::new(w, b, grp * cout, cout));
         for n in 0..g.n {
             f.fill16(buf, &x[(n * g.c_in + grp) * hw..]);
             for o0 in (0..cout).step_by(CB) {
                 let nb = CB.min(cout - o0);
                 let ch = grp * cout + o0;
-                // `[tap][channel]`; a short block repeats its last channel.
-                let mut wk = [[0.0f32; CB]; 9];
-                let mut bias = [0.0f32; CB];
-                for (o, bo) in bias.iter_mut().enumerate() {
-                    let c = ch + o.min(nb - 1);
-                    for (t, wt) in wk.iter_mut().enumerate() {
-                        wt[o] = w[c * 9 + t];
+                let built;
+                let tb = match &tables {
+                    Some(t) => t,
+                    None => {
+                        built = Tables::new(w, b, ch, nb);
+                        &built
                     }
-                    *bo = b.map_or(0.0, |b| b[c]);
-                }
+                };
                 let t = Fwd16 {
                     hw,
                     buf: &buf[..3 * f.chan],
                     offs: &offs,
-                    wk: &wk,
-                    bias: &bias,
+                    wk: &tb.wk,
+                    bias: &tb.bias,
                 };
                 let dst = &mut y[(n * g.c_out + ch) * hw..][..nb * hw];
                 match nb {
@@ -103,6 +104,31 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
         }
     }
     true
+}
+
+/// One block's weights `[tap][channel]` and biases; a short block repeats its last
+/// channel.
+struct Tables {
+    wk: [[f32; CB]; 9],
+    bias: [f32; CB],
+}
+
+impl Tables {
+    /// The block of `nb <= CB` channels from channel `ch`.
+    fn new(w: &[f32], b: Option<&[f32]>, ch: usize, nb: usize) -> Tables {
+        let mut t = Tables {
+            wk: [[0.0f32; CB]; 9],
+            bias: [0.0f32; CB],
+        };
+        for (o, bo) in t.bias.iter_mut().enumerate() {
+            let c = ch + o.min(nb - 1);
+            for (tp, wt) in t.wk.iter_mut().enumerate() {
+                wt[o] = w[c * 9 + tp];
+            }
+            *bo = b.map_or(0.0, |b| b[c]);
+        }
+        t
+    }
 }
 
 impl Flat {

@@ -2,7 +2,8 @@
 //! per vector (AVX-512F): 16x16 transposes in and out, and the input transform done for
 //! blocks of 2 tiles just before their products, so that the blocks of output channels
 //! read them from the L1 cache (past 16 input channels, in chunks of 16 input channels,
-//! each block of output channels summing across chunks). Each lane's arithmetic is the
+//! each block of output channels summing across chunks; with 8 or 16 output channels,
+//! one row of the transform at a time over every input channel). Each lane's arithmetic is the
 //! 8-lane one: the same results bit for bit.
 //!
 //! Stack only: rows and outputs of one pass (40 and 33 KiB, or `X16_WORDS` and
@@ -20,7 +21,8 @@ const M16: usize = 256;
 impl Wino {
     /// [`Wino::run`] in groups of 16 samples, the last one possibly partial (AVX-512F).
     /// The buffers are zeroed on every call: no larger than the shape needs (a second
-    /// block of `M` only where [`Wino::chunked16`] takes two).
+    /// block of `M` only past 16 input channels with 16 output channels, where
+    /// [`Wino::by_rows16`] takes two).
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
     pub(super) fn run16(&self, src: &[f32], u: &[f32], out: &mut [f32], bias: Option<Option<&[f32]>>) {
@@ -169,6 +171,10 @@ impl Wino {
     /// tiles and input channels, and a cache line, as [`Wino::v_stride`]).
     const XS16: usize = 32 * 16 + 16;
 
+    /// Words between the transformed inputs of two `xi` of a row ([`Wino::input_row16`]):
+    /// every input channel of 2 tiles (at most 64 tile-channels, and a cache line).
+    const XR16: usize = 4 * Self::XS16;
+
     /// [`Wino::input_tiles`] of input channels `k0..k1` on 16 lanes: `vb` is
     /// `[xi][ci - k0][tile][16]`, `xi` apart by [`Wino::XS16`].
     #[target_feature(enable = "avx2,fma,avx512f")]
@@ -235,7 +241,9 @@ impl Wino {
     /// reads them from the L1 cache: two tiles share each broadcast weight between two
     /// vectors (with one, every multiply-add needs a load). A block's transformed inputs
     /// take 1 KiB per tile and input channel, at most 32 KiB: past 16 input channels
-    /// they come in chunks of 16.
+    /// they come in chunks of 16. With blocks of 8 output channels whose `M` all fit
+    /// `m` (8 or 16 channels), they come instead one row of `xi` at a time over every
+    /// input channel ([`Wino::by_rows16`]).
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn products16(
         &self,
@@ -250,6 +258,15 @@ impl Wino {
         let mut t0 = 0;
         while t0 < nt {
             let mut t = (nt - t0).min(2);
+            if self.cb.is_multiple_of(2) && self.cb / 2 <= m.len() {
+                // Blocks of 8 output channels, as many as `m` holds: a row of `xi` at a time.
+                match t {
+                    2 => self.by_rows16::<2>(u, [xb, vb], m, slots, tx0, [t0, count], bias, yb),
+                    _ => self.by_rows16::<1>(u, [xb, vb], m, slots, tx0, [t0, count], bias, yb),
+                }
+                t0 += t;
+                continue;
+            }
             if self.cin > 16 {
                 // Chunks of 16 input channels, every block of channels summing its `M`
                 // across them in `m`: two tiles while `m` holds them.
@@ -267,16 +284,6 @@ impl Wino {
                     continue;
                 }
                 t = 1;
-            }
-            if self.cb == 2 {
-                // One block of 8 output channels: a row of `xi` at a time.
-                let at = [0, t0, count];
-                match t {
-                    2 => self.by_rows16::<2>(u, [xb, vb], &mut m[0], slots, tx0, at, bias8(bias, 0), yb),
-                    _ => self.by_rows16::<1>(u, [xb, vb], &mut m[0], slots, tx0, at, bias8(bias, 0), yb),
-                }
-                t0 += t;
-                continue;
             }
             self.input_tiles16(xb, slots, [tx0 + t0, t], [0, self.cin], vb);
             let mut cb = 0;
@@ -323,10 +330,11 @@ impl Wino {
         self.untransform16::<T, C>(m, [cb, t0, count], bias, yb);
     }
 
-    /// [`Wino::block16`] of the `T` tiles from `t0` x output channels `0..8` (the only
-    /// block), their inputs transformed one row of `xi` at a time just before its
-    /// products: 4 `xi` of transformed inputs at a time (a quarter of a block's) stay in
-    /// the L1 cache beside the rows, weights and `M`.
+    /// [`Wino::block16`] of the `T` tiles from `t0` x every output channel in blocks of
+    /// 8 (one `m` each), their inputs transformed one row of `xi` at a time just before
+    /// its products: 4 `xi` of transformed inputs (a quarter of a block's) stay in the
+    /// L1 cache beside the rows, that row's weights and `M`. Every input channel in one
+    /// pass: the sums of the chunks of [`Wino::chunked16`], in the same order.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -334,18 +342,23 @@ impl Wino {
         &self,
         u: &[f32],
         [xb, vb]: [&mut [f32]; 2],
-        m: &mut [F16; M16],
+        m: &mut [[F16; M16]],
         slots: [usize; 4],
         tx0: usize,
-        [cb, t0, count]: [usize; 3],
-        bias: [f32; 8],
+        [t0, count]: [usize; 2],
+        bias: Option<&[f32]>,
         yb: &mut [f32],
     ) {
+        let blocks = self.cb / 2;
         for r in 0..4 {
             self.input_row16::<T>(xb, slots, tx0 + t0, r, vb);
-            self.accumulate16_in::<T, 8>(u, vb, m, [cb, 0, self.cin], [4 * r, 4]);
+            for (k, mk) in m.iter_mut().take(blocks).enumerate() {
+                self.accumulate16_in::<T, 8>(u, vb, mk, [2 * k, 0, self.cin], [4 * r, 4]);
+            }
         }
-        self.untransform16::<T, 8>(m, [cb, t0, count], bias, yb);
+        for (k, mk) in m.iter().take(blocks).enumerate() {
+            self.untransform16::<T, 8>(mk, [2 * k, t0, count], bias8(bias, 2 * k), yb);
+        }
     }
 
     /// Row `r` of [`Wino::input_block16`]'s transforms (its `xi` `4 r..4 r + 4`) of every
@@ -362,7 +375,7 @@ impl Wino {
         vb: &mut [f32],
     ) {
         let rw = self.pw * 16;
-        let xs = Self::XS16;
+        let xs = Self::XR16;
         let c0 = 2 * tx0 * 16;
         // `B^T` row `r` takes `d[i] - d[j]` or (row 1) `d[1] + d[2]`.
         let (i, j) = [(0, 2), (1, 2), (2, 1), (1, 3)][r];
@@ -437,7 +450,8 @@ impl Wino {
         self.accumulate16_in::<T, C>(u, vb, m, at, [0, 16]);
     }
 
-    /// [`Wino::accumulate16`] of `xi` `x0..x0 + nx` only, `vb` holding them from its start.
+    /// [`Wino::accumulate16`] of `xi` `x0..x0 + nx` only: all 16 as [`Wino::input_tiles16`]
+    /// leaves `vb`, or the 4 of a row as [`Wino::input_row16`] does.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
     fn accumulate16_in<const T: usize, const C: usize>(
@@ -455,7 +469,11 @@ impl Wino {
                     ao.copy_from_slice(mo);
                 }
             }
-            self.xi_products::<T, C>(u, &vb[(xi - x0) * Self::XS16..], xi, [cb, c0, c1], &mut acc);
+            let vx = match nx {
+                16 => &vb[xi * Self::XS16..],
+                _ => &vb[(xi - x0) * Self::XR16..],
+            };
+            self.xi_products::<T, C>(u, vx, xi, [cb, c0, c1], &mut acc);
             for (mo, ao) in mx.chunks_exact_mut(T).zip(&acc) {
                 mo.copy_from_slice(ao);
             }

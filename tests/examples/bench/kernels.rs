@@ -134,7 +134,8 @@ pub fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
             let iters = if quick {
                 20
             } else {
-                (20_000_000.0 / flops).clamp(20.0, 5000.0) as usize
+                // At least 100 calls: the median of fewer swung with a neighbour's load.
+                (20_000_000.0 / flops).clamp(100.0, 5000.0) as usize
             };
             for (kname, generic, portable, special) in kernels {
                 let run = |k: ConvKernel| {

@@ -396,8 +396,10 @@ pub(crate) fn prefetch(s: &[f32]) {
     }
 }
 
-/// Asks for the cache line holding `s`'s first word in a writable state, so that a
-/// later store need not wait for its ownership; nothing for an empty `s`.
+/// Asks for the cache line holding `s`'s first word ahead of a store to it; nothing for
+/// an empty `s`. Without the `prfchw` target feature this is a plain prefetch into L1
+/// (`prefetcht0`): the line arrives exclusive where no other core holds it, so the
+/// store still finds it writable.
 #[inline]
 pub(crate) fn prefetch_write(s: &[f32]) {
     if let Some(w) = s.first() {

@@ -3,7 +3,7 @@
 //! backward-weight) generic, portable and `f32`'s own, in GFLOP/s and % of the
 //! measured peak.
 
-use super::peak::fma16_with_loads_gflops;
+use super::peak::{fma16_with_loads_gflops, store16_us};
 use super::{median_us, Out};
 use std::hint::black_box;
 use torchlet::bench::{reference as conv, ConvGeom, KernelSet, F32};
@@ -116,6 +116,16 @@ pub fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
             pc(b8),
             pc(l8),
             pc(l11)
+        ));
+    }
+    // conv1's output at batch 32: 32 x 8 channels x 28 x 28 words.
+    let words = 32 * 8 * 28 * 28;
+    if let Some(us) = store16_us(words) {
+        out.line(format!(
+            "writing conv1's batch-32 output alone ({} bytes, 16-lane stores, cache-resident): {us:.1} µs ({:.1} GB/s); its forward's multiply-adds take {:.1} µs at the peak",
+            4 * words,
+            4.0 * words as f64 / us / 1e3,
+            2.0 * 9.0 * words as f64 / peak / 1e3
         ));
     }
     out.line(

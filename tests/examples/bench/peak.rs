@@ -121,6 +121,40 @@ fn fma16_loads<const L: usize, const B: usize>() -> f64 {
     best
 }
 
+/// Microseconds to write `words` words with 16-lane stores, the buffer staying in
+/// the caches from one pass to the next (the best of 300 passes); `None` without
+/// AVX-512F. What storing a kernel's output costs alone: the one-channel forward
+/// writes 9 multiply-adds' worth of output per word, so its stores run beside its
+/// multiply-adds at a rate close to theirs.
+pub fn store16_us(words: usize) -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if torchlet::bench::avx512_available() {
+        // SAFETY: `avx512_available` checked that the CPU and the OS support AVX-512F.
+        return Some(unsafe { store16_pass_us(words) });
+    }
+    let _ = words;
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn store16_pass_us(words: usize) -> f64 {
+    use std::arch::x86_64::{_mm512_set1_ps, _mm512_storeu_ps};
+    let mut buf = vec![0.0f32; words.div_ceil(16) * 16];
+    let mut best = f64::MAX;
+    for i in 0..300 {
+        let v = _mm512_set1_ps(black_box(i as f32));
+        let t = Instant::now();
+        for chunk in buf.chunks_exact_mut(16) {
+            // SAFETY: `chunk` is 16 writable words; `storeu` needs no alignment.
+            unsafe { _mm512_storeu_ps(chunk.as_mut_ptr(), v) };
+        }
+        black_box(&mut buf);
+        best = best.min(t.elapsed().as_secs_f64() * 1e6);
+    }
+    best
+}
+
 /// GFLOP/s of 12 independent 8-lane FMA chains (two FMA pipes x a latency of 4-5
 /// cycles need at least 10 in flight); the best of many short blocks.
 #[cfg(target_arch = "x86_64")]

@@ -407,3 +407,13 @@ pub(crate) fn prefetch_write(s: &[f32]) {
         }
     }
 }
+
+/// `v`'s lanes moved down by one: lane `m` of the result is lane `m + 1` of `v`, lane
+/// 15 is lane 0 (a rotation).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn lanes_down1(v: F16) -> F16 {
+    use core::arch::x86_64::{_mm512_alignr_epi32, _mm512_castps_si512, _mm512_castsi512_ps};
+    let i = _mm512_castps_si512(v.0);
+    F16(_mm512_castsi512_ps(_mm512_alignr_epi32::<1>(i, i)))
+}

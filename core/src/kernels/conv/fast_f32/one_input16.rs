@@ -1,19 +1,22 @@
-//! `one_input.rs`'s backward-input with AVX-512F: the same tiles with 16 positions
-//! per row vector and up to 6 rows per tile.
+//! `one_input.rs`'s backward-input with AVX-512F: 14 outputs per row vector, up to 7
+//! rows per tile, each gradient row loaded once per channel.
 //!
-//! - A tile is `R <= 6` vectors `w` apart x 3 sets of accumulators, one per kernel
-//!   column (18 vectors). Per channel the 9 weights are broadcast once; each of the
-//!   `R + 2` gradient rows is loaded at its 3 shifts, and each load feeds the (up to 3)
-//!   kernel rows that read it: `3 (R + 2)` loads for `9 R` multiply-adds. (8 rows
-//!   would need 24 accumulators beside the 9 weights and 3 loads: more than 32
-//!   registers.)
-//! - As in `one_input.rs`: lanes whose kernel column reads across a row end are
-//!   dropped once per vector (here with the lane masks of a masked add, the same
-//!   for every row of a tile); rows `-1` and `h` are not read; a row's
-//!   last vector may be partial (its extra lanes computed and dropped); reads outside
-//!   `gy` go through a zero-padded copy.
+//! - A tile is `R <= 7` row vectors `w` apart x 3 sets of accumulators, one per kernel
+//!   column (21 vectors). Every vector of the tile reads the same 16-lane window of its
+//!   rows, columns `c0 - 1 ..= c0 + 14`, and its sets sum in that window's lanes:
+//!   lane `l` of set `kx` holds the products that read column `c0 - 1 + l`. So each of
+//!   the `R + 2` gradient rows is loaded once per channel and feeds the (up to 3)
+//!   kernel rows x 3 kernel columns that read it: `R + 2` loads for `9 R`
+//!   multiply-adds (beside the 9 broadcast weights: 31 registers at 7 rows).
+//! - Once per tile the sets are lined up with the outputs by rotating lanes: output
+//!   column `c0 + m` (`m < 14`) is lane `m + 1` of set 1, `m + 2` of set 0 and `m` of
+//!   set 2. As in `one_input.rs`, a kernel column that reads across a row end (column
+//!   `-1` or `w`) is dropped there, here by the lane masks of a masked add; the lanes
+//!   past a row's end (its last vector may be partial) are neither read nor written in
+//!   `gx`. Rows `-1` and `h` are not read; reads outside `gy` go through a
+//!   zero-padded copy.
 
-use super::avx512::{add16_where, fma16, load16, load16_first, splat16, store16, store16_first, F16};
+use super::avx512::{add16, add16_where, fma16, lanes_down1, load16, load16_first, splat16, store16_first, F16};
 use super::one_input::cuts;
 use crate::kernels::conv::ConvGeom;
 
@@ -21,8 +24,12 @@ use crate::kernels::conv::ConvGeom;
 const MAX_CH: usize = 32;
 /// Words of the buffer of a tile's zero-padded reads (16 KiB, zeroed on every call).
 const PAD_WORDS: usize = 4096;
-/// Most rows per tile.
-const RM: usize = 6;
+/// Most rows per tile, and the rows of a tile when a channel's reads of 7 rows do not
+/// fit the buffer.
+const RM: usize = 7;
+const RS: usize = 4;
+/// Outputs per row vector: lanes 1-14 of the window.
+const COLS: usize = 14;
 
 /// `gx += conv_transpose(gy, w)` for the convolutions `one.rs` covers (with at most
 /// [`MAX_CH`] channels per group); `false` (nothing written) for other shapes.
@@ -33,9 +40,12 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     }
     let (h, wd, hw) = (g.h, g.w, g.h * g.w);
     let cout = g.c_out / g.groups;
-    if cout > MAX_CH || cout * ((RM + 1) * wd + 18) > PAD_WORDS {
+    // The cuts of a tile of `r` rows: `r + 2` rows of reads, the last 16 words long.
+    let fits = |r: usize| cout * ((r + 1) * wd + 16) <= PAD_WORDS;
+    if cout > MAX_CH || !fits(RS) {
         return false;
     }
+    let most = if fits(RM) { RM } else { RS };
     let mut pad = [0.0f32; PAD_WORDS];
     for grp in 0..g.groups {
         let t = Tiles16 {
@@ -49,31 +59,30 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
             let mut r0 = 0;
             while r0 < h {
                 let left = h - r0;
-                let rows = if left >= RM {
-                    RM
-                } else if left >= 4 {
-                    4
+                let rows = if left >= most {
+                    most
+                } else if left >= RS {
+                    RS
                 } else {
                     left
                 };
                 let (top, bot) = (r0 == 0, r0 + rows == h);
                 let mut c0 = 0;
                 while c0 < wd {
-                    let lanes = (wd - c0).min(16);
                     let a = Args {
                         gy,
                         base,
                         q: r0 * wd + c0,
-                        n: lanes,
+                        n: (wd - c0).min(COLS),
                     };
                     match rows {
-                        6 => t.col_any::<6>(top, bot, &a, gxp, &mut pad),
-                        4 => t.col_any::<4>(top, bot, &a, gxp, &mut pad),
+                        RM => t.col_any::<RM>(top, bot, &a, gxp, &mut pad),
+                        RS => t.col_any::<RS>(top, bot, &a, gxp, &mut pad),
                         3 => t.col_any::<3>(top, bot, &a, gxp, &mut pad),
                         2 => t.col_any::<2>(top, bot, &a, gxp, &mut pad),
                         _ => t.col_any::<1>(top, bot, &a, gxp, &mut pad),
                     }
-                    c0 += 16;
+                    c0 += COLS;
                 }
                 r0 += rows;
             }
@@ -83,7 +92,7 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
 }
 
 /// Where a tile reads and writes: channels' planes from `gy[base + o * h * w]`, the
-/// tile's first position `q`, `n <= 16` positions per row.
+/// tile's first output position `q`, `n <= 14` outputs per row.
 struct Args<'a> {
     gy: &'a [f32],
     base: usize,
@@ -125,25 +134,20 @@ impl Tiles16<'_> {
         let (w, hw) = (self.w, self.hw);
         let (gy, q) = (a.gy, a.q);
         let cout = self.wg.len() / 9;
-        // Rows `j` from `lo` to `hi` (of the tile's `-1..=R`) are read, from word
-        // `(j - lo) * w + 2 - kx` of a channel's cut.
+        // Rows `j` from `lo` to `hi` (of the tile's `-1..=R`) are read, 16 words from
+        // word `(j - lo) * w` of a channel's cut.
         let (lo, hi) = (usize::from(TOP), if BOT { R } else { R + 1 });
-        let cut = (hi - lo) * w + 18;
-        // The cut starts at plane position `q + (lo - 1) * w - 1`.
+        let cut = (hi - lo) * w + 16;
+        // The cut starts at plane position `q + (lo - 1) * w - 1` (column `c0 - 1`).
         let first = (a.base + q + lo * w) as isize - w as isize - 1;
         let end = first + ((cout - 1) * hw + cut) as isize;
         let (src, stride, start) = cuts(gy, [first, end], [cut, cout, hw], pad);
+        // `[kx][r]`, in the window's lanes.
         let mut acc = [[splat16(0.0); R]; 3];
         // Indexed loops over rows, as in `one_input.rs` (iterators were not unrolled),
         // over exclusive ranges: LLVM left `lo..=hi` rolled, the accumulators in memory.
-        #[allow(clippy::needless_range_loop)]
         for (o, wo) in self.wg.chunks_exact(9).enumerate() {
             let s = &src[start + o * stride..][..cut];
-            // The 18 words of each row read (one bounds check per row).
-            let mut rows: [&[f32]; RM + 2] = [&[]; RM + 2];
-            for j in lo..hi + 1 {
-                rows[j] = &s[(j - lo) * w..][..18];
-            }
             // `[ky][kx]`, all nine held while the rows pass.
             let wk: [[F16; 3]; 3] = [
                 [splat16(wo[0]), splat16(wo[1]), splat16(wo[2])],
@@ -151,7 +155,7 @@ impl Tiles16<'_> {
                 [splat16(wo[6]), splat16(wo[7]), splat16(wo[8])],
             ];
             for j in lo..hi + 1 {
-                let l = [load16(&rows[j][2..]), load16(&rows[j][1..]), load16(rows[j])];
+                let l = load16(&s[(j - lo) * w..]);
                 // Gradient row `j` (of the tile's `-1..=R`, from 0) feeds tile row
                 // `j + ky - 2`.
                 for (ky, wr) in wk.iter().enumerate() {
@@ -159,35 +163,33 @@ impl Tiles16<'_> {
                         continue;
                     };
                     if r < R {
-                        for ((ak, &wv), &lk) in acc.iter_mut().zip(wr).zip(&l) {
-                            ak[r] = fma16(wv, lk, ak[r]);
+                        for (ak, &wv) in acc.iter_mut().zip(wr) {
+                            ak[r] = fma16(wv, l, ak[r]);
                         }
                     }
                 }
             }
         }
-        // Kernel column 0 reads column `qx + 1` (none at `qx = w - 1`), column 2 reads
-        // `qx - 1` (none at `qx = 0`); the tile's rows start at the same column.
+        // Window lane `l` is column `c0 - 1 + l`. Kernel column 0 reads column `x + 1`
+        // (none at `x = w - 1`, lane `w - c0` of the window), column 2 reads `x - 1`
+        // (none at `x = 0`, output lane 0 when `c0 = 0`).
         let c0 = q % w;
-        let keep0 = !(1u32.checked_shl((w - 1 - c0) as u32).unwrap_or(0) as u16);
+        let keep0 = !(1u32.checked_shl((w - c0) as u32).unwrap_or(0) as u16);
         let keep2 = if c0 == 0 { !1u16 } else { u16::MAX };
         for (r, ((&a0, &a1), &a2)) in acc[0].iter().zip(&acc[1]).zip(&acc[2]).enumerate() {
-            let s = add16_where(a1, keep0, a0);
+            // Window lane `l`: set 1's lane `l` + set 0's lane `l + 1`; then output
+            // lane `m`: that at window lane `m + 1` + set 2's lane `m`.
+            let s = lanes_down1(add16_where(a1, keep0, lanes_down1(a0)));
             let s = add16_where(s, keep2, a2);
             add_into(s, &mut gx[q + r * w..], a.n);
         }
     }
 }
 
-/// `d[..n] += ` the first `n <= 16` lanes of `s` (a row's last, partial vector by
-/// masked load and store: the lanes past `n` are neither read nor written).
+/// `d[..n] += ` the first `n <= 16` lanes of `s` by masked load and store (the lanes
+/// past `n` are neither read nor written).
 #[target_feature(enable = "avx2,fma,avx512f")]
 #[inline]
 fn add_into(s: F16, d: &mut [f32], n: usize) {
-    if n == 16 {
-        store16(fma16(s, splat16(1.0), load16(d)), d);
-    } else {
-        let v = fma16(s, splat16(1.0), load16_first(d, n));
-        store16_first(v, d, n);
-    }
+    store16_first(add16(s, load16_first(d, n)), d, n);
 }

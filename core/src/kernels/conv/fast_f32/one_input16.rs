@@ -16,7 +16,7 @@
 //!   `gx`. Rows `-1` and `h` are not read; reads outside `gy` go through a
 //!   zero-padded copy.
 
-use super::avx512::{add16, add16_where, fma16, lanes_down1, load16, load16_first, splat16, store16_first, F16};
+use super::avx512::{add16, add16_where, fma16, lanes_down1, load16_first, splat16, store16_first, RowLoads16, F16};
 use super::one_input::cuts;
 use crate::kernels::conv::ConvGeom;
 
@@ -73,6 +73,7 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
                         gy,
                         base,
                         q: r0 * wd + c0,
+                        c0,
                         n: (wd - c0).min(COLS),
                     };
                     match rows {
@@ -92,11 +93,12 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
 }
 
 /// Where a tile reads and writes: channels' planes from `gy[base + o * h * w]`, the
-/// tile's first output position `q`, `n <= 14` outputs per row.
+/// tile's first output position `q` (column `c0`), `n <= 14` outputs per row.
 struct Args<'a> {
     gy: &'a [f32],
     base: usize,
     q: usize,
+    c0: usize,
     n: usize,
 }
 
@@ -137,7 +139,8 @@ impl Tiles16<'_> {
         // Rows `j` from `lo` to `hi` (of the tile's `-1..=R`) are read, 16 words from
         // word `(j - lo) * w` of a channel's cut.
         let (lo, hi) = (usize::from(TOP), if BOT { R } else { R + 1 });
-        let cut = (hi - lo) * w + 16;
+        let rows = RowLoads16::new(w, hi + 1 - lo);
+        let cut = rows.reach();
         // The cut starts at plane position `q + (lo - 1) * w - 1` (column `c0 - 1`).
         let first = (a.base + q + lo * w) as isize - w as isize - 1;
         let end = first + ((cout - 1) * hw + cut) as isize;
@@ -155,7 +158,7 @@ impl Tiles16<'_> {
                 [splat16(wo[6]), splat16(wo[7]), splat16(wo[8])],
             ];
             for j in lo..hi + 1 {
-                let l = load16(&s[(j - lo) * w..]);
+                let l = rows.load(s, j - lo);
                 // Gradient row `j` (of the tile's `-1..=R`, from 0) feeds tile row
                 // `j + ky - 2`.
                 for (ky, wr) in wk.iter().enumerate() {
@@ -173,7 +176,7 @@ impl Tiles16<'_> {
         // Window lane `l` is column `c0 - 1 + l`. Kernel column 0 reads column `x + 1`
         // (none at `x = w - 1`, lane `w - c0` of the window), column 2 reads `x - 1`
         // (none at `x = 0`, output lane 0 when `c0 = 0`).
-        let c0 = q % w;
+        let c0 = a.c0;
         let keep0 = !(1u32.checked_shl((w - c0) as u32).unwrap_or(0) as u16);
         let keep2 = if c0 == 0 { !1u16 } else { u16::MAX };
         for (r, ((&a0, &a1), &a2)) in acc[0].iter().zip(&acc[1]).zip(&acc[2]).enumerate() {

@@ -16,7 +16,9 @@
 //!   `gx`. Rows `-1` and `h` are not read; reads outside `gy` go through a
 //!   zero-padded copy.
 
-use super::avx512::{add16, add16_where, fma16, lanes_down1, load16_first, splat16, store16_first, RowLoads16, F16};
+use super::avx512::{
+    add16, add16_where, fma16, lanes_down1, load16_first, splat16, store16_first, RowLoads16, F16,
+};
 use super::one_input::cuts;
 use crate::kernels::conv::ConvGeom;
 

@@ -237,3 +237,54 @@ fn one_channel_kernels_match_generic_on_random_shapes() {
         }
     }
 }
+
+#[test]
+fn one_channel_backward_input16_matches_generic_at_row_and_tile_edges() {
+    // The 16-lane backward-input alone (where the CPU has AVX-512F): 14 outputs per
+    // row vector, so widths below, at and just past 14 and 28 (partial last vectors);
+    // heights below, at and past its 7- and 4-row tiles; 1, 8 and 32 channels per
+    // group, one or two groups (at 32 channels and 15 columns and more its tiles take
+    // 4 rows, past 16 it declines). It must take every shape the 6-row kernel it
+    // replaced took, and write nothing where it declines.
+    if !super::avx512::available() {
+        return;
+    }
+    let mut rng = Rng::new(41);
+    let mut case = 0;
+    for wd in [1, 2, 5, 13, 14, 15, 16, 17, 27, 28, 29, 30, 43] {
+        for h in [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 14, 15, 28] {
+            case += 1;
+            let (cout, groups) = [(1, 1), (8, 1), (32, 1), (8, 2), (32, 2), (3, 2)][case % 6];
+            let n = 1 + case % 2;
+            let g = geom(
+                n,
+                groups,
+                cout * groups,
+                [h, wd],
+                [3, 3],
+                [1, 1],
+                [1, 1],
+                [1, 1],
+                groups,
+            )
+            .unwrap();
+            let gy = random(&mut rng, g.n * g.c_out * g.oh * g.ow);
+            let w = random(&mut rng, g.c_out * 9);
+            let start = random(&mut rng, g.n * g.c_in * h * wd);
+            let mut want = start.clone();
+            generic::conv2d_backward_input(&g, &gy, &w, &mut want);
+            let mut got = start.clone();
+            let took = super::avx512::one_backward_input(&g, &gy, &w, &mut got);
+            if covers(&g) && cout * (7 * wd + 18) <= 4096 {
+                assert!(took, "{g:?}");
+            }
+            if !took {
+                assert_eq!(got, start, "{g:?}");
+                continue;
+            }
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{g:?} [{i}]: {a} vs {b}");
+            }
+        }
+    }
+}

@@ -146,7 +146,12 @@ impl Tiles16<'_> {
         // The cut starts at plane position `q + (lo - 1) * w - 1` (column `c0 - 1`).
         let first = (a.base + q + lo * w) as isize - w as isize - 1;
         let end = first + ((cout - 1) * hw + cut) as isize;
-        let (src, stride, start) = cuts(gy, [first, end], [cut, cout, hw], pad);
+        // In place but for the first and last tiles of `gy` (without the call).
+        let (src, stride, start) = if first >= 0 && end as usize <= gy.len() {
+            (gy, hw, first as usize)
+        } else {
+            cuts(gy, [first, end], [cut, cout, hw], pad)
+        };
         // `[kx][r]`, in the window's lanes.
         let mut acc = [[splat16(0.0); R]; 3];
         // Indexed loops over rows, as in `one_input.rs` (iterators were not unrolled),

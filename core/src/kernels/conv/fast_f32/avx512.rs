@@ -419,8 +419,8 @@ pub(crate) fn lanes_down1(v: F16) -> F16 {
 }
 
 /// Loads of 16 words at `k * step` (`k < rows`) of slices at least `reach` words long:
-/// the length is checked once per slice (the checks of a slice's loads merge), not
-/// per load, as a tile's per-row checks cost as much as its loads.
+/// the length is checked once per slice (the checks of a slice's loads are the same
+/// and merge), not twice per load as with slice indexing.
 #[derive(Clone, Copy)]
 pub(crate) struct RowLoads16 {
     step: usize,

@@ -7,14 +7,18 @@
 //!   lane `l` of set `kx` holds the products that read column `c0 - 1 + l`. So each of
 //!   the `R + 2` gradient rows is loaded once per channel and feeds the (up to 3)
 //!   kernel rows x 3 kernel columns that read it: `R + 2` loads for `9 R`
-//!   multiply-adds (beside the 9 broadcast weights: 31 registers at 7 rows).
+//!   multiply-adds (beside the 9 broadcast weights: 31 registers at 7 rows), where
+//!   loading each row at the 3 shifts of the kernel columns took `3 (R + 2)`.
 //! - Once per tile the sets are lined up with the outputs by rotating lanes: output
 //!   column `c0 + m` (`m < 14`) is lane `m + 1` of set 1, `m + 2` of set 0 and `m` of
-//!   set 2. As in `one_input.rs`, a kernel column that reads across a row end (column
-//!   `-1` or `w`) is dropped there, here by the lane masks of a masked add; the lanes
-//!   past a row's end (its last vector may be partial) are neither read nor written in
-//!   `gx`. Rows `-1` and `h` are not read; reads outside `gy` go through a
-//!   zero-padded copy.
+//!   set 2. Window lanes outside columns `0..w` hold words of the neighbouring rows;
+//!   each product stays in its lane, and those lanes are dropped: as in
+//!   `one_input.rs`, a kernel column that reads across a row end (column `-1` or `w`)
+//!   is dropped there, here by the lane masks of a masked add, and the outputs past a
+//!   row's end (its last vector may be partial) are neither read nor written in `gx`.
+//! - Rows `-1` and `h` are not read; reads outside `gy` (the first and last tiles)
+//!   go through a zero-padded copy. Tiles take 4 rows where the copies of 7 would not
+//!   fit its buffer.
 
 use super::avx512::{
     add16, add16_where, fma16, lanes_down1, load16_first, splat16, store16_first, RowLoads16, F16,
@@ -26,8 +30,8 @@ use crate::kernels::conv::ConvGeom;
 const MAX_CH: usize = 32;
 /// Words of the buffer of a tile's zero-padded reads (16 KiB, zeroed on every call).
 const PAD_WORDS: usize = 4096;
-/// Most rows per tile, and the rows of a tile when a channel's reads of 7 rows do not
-/// fit the buffer.
+/// Most rows per tile, and the rows of a tile where the zero-padded copies of 7 rows
+/// would not fit the buffer.
 const RM: usize = 7;
 const RS: usize = 4;
 /// Outputs per row vector: lanes 1-14 of the window.

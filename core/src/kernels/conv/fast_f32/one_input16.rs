@@ -16,6 +16,9 @@
 //!   `one_input.rs`, a kernel column that reads across a row end (column `-1` or `w`)
 //!   is dropped there, here by the lane masks of a masked add, and the outputs past a
 //!   row's end (its last vector may be partial) are neither read nor written in `gx`.
+//! - Rows of 15 or 16 words, which 14 outputs per vector would split in two, take one
+//!   vector of 16 outputs instead, each row loaded at the 3 shifts of the kernel
+//!   columns (`3 (R + 2)` loads, no rotations).
 //! - Rows `-1` and `h` are not read; reads outside `gy` (the first and last tiles)
 //!   go through a zero-padded copy. Tiles take 4 rows where the copies of 7 would not
 //!   fit its buffer.
@@ -46,8 +49,11 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     }
     let (h, wd, hw) = (g.h, g.w, g.h * g.w);
     let cout = g.c_out / g.groups;
-    // The cuts of a tile of `r` rows: `r + 2` rows of reads, the last 16 words long.
-    let fits = |r: usize| cout * ((r + 1) * wd + 16) <= PAD_WORDS;
+    // Rows of 15 or 16 words take one 16-output vector each (see `Tiles16::col`).
+    let wide = matches!(wd, 15 | 16);
+    let (cols, reach) = if wide { (16, 18) } else { (COLS, 16) };
+    // The cuts of a tile of `r` rows: `r + 2` rows of reads, the last `reach` words.
+    let fits = |r: usize| cout * ((r + 1) * wd + reach) <= PAD_WORDS;
     if cout > MAX_CH || !fits(RS) {
         return false;
     }
@@ -80,16 +86,17 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
                         base,
                         q: r0 * wd + c0,
                         c0,
-                        n: (wd - c0).min(COLS),
+                        n: (wd - c0).min(cols),
                     };
+                    let at = [top, bot, wide];
                     match rows {
-                        RM => t.col_any::<RM>(top, bot, &a, gxp, &mut pad),
-                        RS => t.col_any::<RS>(top, bot, &a, gxp, &mut pad),
-                        3 => t.col_any::<3>(top, bot, &a, gxp, &mut pad),
-                        2 => t.col_any::<2>(top, bot, &a, gxp, &mut pad),
-                        _ => t.col_any::<1>(top, bot, &a, gxp, &mut pad),
+                        RM => t.col_any::<RM>(at, &a, gxp, &mut pad),
+                        RS => t.col_any::<RS>(at, &a, gxp, &mut pad),
+                        3 => t.col_any::<3>(at, &a, gxp, &mut pad),
+                        2 => t.col_any::<2>(at, &a, gxp, &mut pad),
+                        _ => t.col_any::<1>(at, &a, gxp, &mut pad),
                     }
-                    c0 += COLS;
+                    c0 += cols;
                 }
                 r0 += rows;
             }
@@ -99,7 +106,8 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
 }
 
 /// Where a tile reads and writes: channels' planes from `gy[base + o * h * w]`, the
-/// tile's first output position `q` (column `c0`), `n <= 14` outputs per row.
+/// tile's first output position `q` (column `c0`), `n <= 14` (`16` wide) outputs per
+/// row.
 struct Args<'a> {
     gy: &'a [f32],
     base: usize,
@@ -117,23 +125,30 @@ struct Tiles16<'a> {
 }
 
 impl Tiles16<'_> {
-    /// [`Self::col`] for the tile's place (first and / or last row).
+    /// [`Self::col`] for the tile's place (first and / or last row) and kind (wide).
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
-    fn col_any<const R: usize>(&self, top: bool, bot: bool, a: &Args, gx: &mut [f32], pad: &mut [f32]) {
-        match (top, bot) {
-            (false, false) => self.col::<R, false, false>(a, gx, pad),
-            (true, false) => self.col::<R, true, false>(a, gx, pad),
-            (false, true) => self.col::<R, false, true>(a, gx, pad),
-            (true, true) => self.col::<R, true, true>(a, gx, pad),
+    fn col_any<const R: usize>(&self, at: [bool; 3], a: &Args, gx: &mut [f32], pad: &mut [f32]) {
+        match at {
+            [false, false, false] => self.col::<R, false, false, false>(a, gx, pad),
+            [true, false, false] => self.col::<R, true, false, false>(a, gx, pad),
+            [false, true, false] => self.col::<R, false, true, false>(a, gx, pad),
+            [true, true, false] => self.col::<R, true, true, false>(a, gx, pad),
+            [false, false, true] => self.col::<R, false, false, true>(a, gx, pad),
+            [true, false, true] => self.col::<R, true, false, true>(a, gx, pad),
+            [false, true, true] => self.col::<R, false, true, true>(a, gx, pad),
+            [true, true, true] => self.col::<R, true, true, true>(a, gx, pad),
         }
     }
 
     /// `gx[q + r * w..][..n] += ` the sums of rows `r < R` from position `q`. `TOP` /
     /// `BOT`: the tile holds the first / last row (row `-1` / `h` is not read).
+    /// `WIDE`: 16 outputs per row (lanes of the sets are columns `c0..c0 + 16`), each
+    /// row loaded at the 3 shifts of the kernel columns (`3 (R + 2)` loads): for rows
+    /// of 15 and 16 words, which 14 outputs per vector would split in two.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
-    fn col<const R: usize, const TOP: bool, const BOT: bool>(
+    fn col<const R: usize, const TOP: bool, const BOT: bool, const WIDE: bool>(
         &self,
         a: &Args,
         gx: &mut [f32],
@@ -143,10 +158,10 @@ impl Tiles16<'_> {
         let (gy, q) = (a.gy, a.q);
         let cout = self.wg.len() / 9;
         // Rows `j` from `lo` to `hi` (of the tile's `-1..=R`) are read, 16 words from
-        // word `(j - lo) * w` of a channel's cut.
+        // word `(j - lo) * w` of a channel's cut (and from the 2 words after, wide).
         let (lo, hi) = (usize::from(TOP), if BOT { R } else { R + 1 });
         let rows = RowLoads16::new(w, hi + 1 - lo);
-        let cut = rows.reach();
+        let cut = rows.reach() + if WIDE { 2 } else { 0 };
         // The cut starts at plane position `q + (lo - 1) * w - 1` (column `c0 - 1`).
         let first = (a.base + q + lo * w) as isize - w as isize - 1;
         let end = first + ((cout - 1) * hw + cut) as isize;
@@ -168,8 +183,18 @@ impl Tiles16<'_> {
                 [splat16(wo[3]), splat16(wo[4]), splat16(wo[5])],
                 [splat16(wo[6]), splat16(wo[7]), splat16(wo[8])],
             ];
+            // Wide, kernel column `kx` reads from word `2 - kx` (column `c0 + 1 - kx`).
+            let sh = if WIDE { [&s[2..], &s[1..], s] } else { [s; 3] };
             for j in lo..hi + 1 {
-                let l = rows.load(s, j - lo);
+                let l = if WIDE {
+                    [
+                        rows.load(sh[0], j - lo),
+                        rows.load(sh[1], j - lo),
+                        rows.load(s, j - lo),
+                    ]
+                } else {
+                    [rows.load(s, j - lo); 3]
+                };
                 // Gradient row `j` (of the tile's `-1..=R`, from 0) feeds tile row
                 // `j + ky - 2`.
                 for (ky, wr) in wk.iter().enumerate() {
@@ -177,8 +202,8 @@ impl Tiles16<'_> {
                         continue;
                     };
                     if r < R {
-                        for (ak, &wv) in acc.iter_mut().zip(wr) {
-                            ak[r] = fma16(wv, l, ak[r]);
+                        for ((ak, &wv), &lk) in acc.iter_mut().zip(wr).zip(&l) {
+                            ak[r] = fma16(wv, lk, ak[r]);
                         }
                     }
                 }
@@ -187,13 +212,20 @@ impl Tiles16<'_> {
         // Window lane `l` is column `c0 - 1 + l`. Kernel column 0 reads column `x + 1`
         // (none at `x = w - 1`, lane `w - c0` of the window), column 2 reads `x - 1`
         // (none at `x = 0`, output lane 0 when `c0 = 0`).
+        // Wide, output lane `m` is column `c0 + m` in every set (column 0's lane
+        // `w - 1 - c0`).
         let c0 = a.c0;
-        let keep0 = !(1u32.checked_shl((w - c0) as u32).unwrap_or(0) as u16);
+        let drop0 = if WIDE { w - 1 - c0 } else { w - c0 };
+        let keep0 = !(1u32.checked_shl(drop0 as u32).unwrap_or(0) as u16);
         let keep2 = if c0 == 0 { !1u16 } else { u16::MAX };
         for (r, ((&a0, &a1), &a2)) in acc[0].iter().zip(&acc[1]).zip(&acc[2]).enumerate() {
             // Window lane `l`: set 1's lane `l` + set 0's lane `l + 1`; then output
             // lane `m`: that at window lane `m + 1` + set 2's lane `m`.
-            let s = lanes_down1(add16_where(a1, keep0, lanes_down1(a0)));
+            let s = if WIDE {
+                add16_where(a1, keep0, a0)
+            } else {
+                lanes_down1(add16_where(a1, keep0, lanes_down1(a0)))
+            };
             let s = add16_where(s, keep2, a2);
             add_into(s, &mut gx[q + r * w..], a.n);
         }

@@ -241,7 +241,8 @@ fn one_channel_kernels_match_generic_on_random_shapes() {
 #[test]
 fn one_channel_backward_input16_matches_generic_at_row_and_tile_edges() {
     // The 16-lane backward-input alone (where the CPU has AVX-512F): 14 outputs per
-    // row vector, so widths below, at and just past 14 and 28 (partial last vectors);
+    // row vector, so widths below, at and just past 14 and 28 (partial last vectors),
+    // and 15 and 16 (one vector of 16 outputs per row);
     // heights below, at and past its 7- and 4-row tiles; 1, 8 and 32 channels per
     // group, one or two groups (at 32 channels and 15 columns and more its tiles take
     // 4 rows, past 16 it declines). It must take every shape the 6-row kernel it

@@ -18,10 +18,13 @@
 //!   row's end (its last vector may be partial) are neither read nor written in `gx`.
 //! - Rows of 15 or 16 words, which 14 outputs per vector would split in two, take one
 //!   vector of 16 outputs instead, each row loaded at the 3 shifts of the kernel
-//!   columns (`3 (R + 2)` loads, no rotations).
+//!   columns (`3 (R + 2)` loads, no rotations; at most 6 rows, for the 3 loads).
+//! - A plane's rows are split into as few tiles as the most rows allow, as even as
+//!   they divide (16 rows: 6, 5, 5), so that no tile is left with too few chains of
+//!   multiply-adds. Tiles take at most 4 rows where the zero-padded copies of 7 would
+//!   not fit the buffer.
 //! - Rows `-1` and `h` are not read; reads outside `gy` (the first and last tiles)
-//!   go through a zero-padded copy. Tiles take 4 rows where the copies of 7 would not
-//!   fit its buffer.
+//!   go through a zero-padded copy.
 
 use super::avx512::{
     add16, add16_where, fma16, lanes_down1, load16_first, splat16, store16_first, RowLoads16, F16,
@@ -33,8 +36,8 @@ use crate::kernels::conv::ConvGeom;
 const MAX_CH: usize = 32;
 /// Words of the buffer of a tile's zero-padded reads (16 KiB, zeroed on every call).
 const PAD_WORDS: usize = 4096;
-/// Most rows per tile, and the rows of a tile where the zero-padded copies of 7 rows
-/// would not fit the buffer.
+/// Most rows per tile, and most where the zero-padded copies of 7 rows would not fit
+/// the buffer.
 const RM: usize = 7;
 const RS: usize = 4;
 /// Outputs per row vector: lanes 1-14 of the window.
@@ -57,7 +60,14 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     if cout > MAX_CH || !fits(RS) {
         return false;
     }
-    let most = if fits(RM) { RM } else { RS };
+    // Wide tiles hold 3 loads beside the sets and weights: at most 6 rows.
+    let most = if !fits(RM) {
+        RS
+    } else if wide {
+        RM - 1
+    } else {
+        RM
+    };
     let mut pad = [0.0f32; PAD_WORDS];
     for grp in 0..g.groups {
         let t = Tiles16 {
@@ -70,14 +80,9 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
             let gxp = &mut gx[(n * g.c_in + grp) * hw..][..hw];
             let mut r0 = 0;
             while r0 < h {
+                // As few tiles as `most` rows allow, as even as they divide.
                 let left = h - r0;
-                let rows = if left >= most {
-                    most
-                } else if left >= RS {
-                    RS
-                } else {
-                    left
-                };
+                let rows = left.div_ceil(left.div_ceil(most));
                 let (top, bot) = (r0 == 0, r0 + rows == h);
                 let mut c0 = 0;
                 while c0 < wd {
@@ -88,13 +93,15 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
                         c0,
                         n: (wd - c0).min(cols),
                     };
-                    let at = [top, bot, wide];
+                    let at = [top, bot];
                     match rows {
-                        RM => t.col_any::<RM>(at, &a, gxp, &mut pad),
-                        RS => t.col_any::<RS>(at, &a, gxp, &mut pad),
-                        3 => t.col_any::<3>(at, &a, gxp, &mut pad),
-                        2 => t.col_any::<2>(at, &a, gxp, &mut pad),
-                        _ => t.col_any::<1>(at, &a, gxp, &mut pad),
+                        RM => t.col_at::<RM, false>(at, &a, gxp, &mut pad),
+                        6 => t.col_any::<6>(wide, at, &a, gxp, &mut pad),
+                        5 => t.col_any::<5>(wide, at, &a, gxp, &mut pad),
+                        4 => t.col_any::<4>(wide, at, &a, gxp, &mut pad),
+                        3 => t.col_any::<3>(wide, at, &a, gxp, &mut pad),
+                        2 => t.col_any::<2>(wide, at, &a, gxp, &mut pad),
+                        _ => t.col_any::<1>(wide, at, &a, gxp, &mut pad),
                     }
                     c0 += cols;
                 }
@@ -125,19 +132,32 @@ struct Tiles16<'a> {
 }
 
 impl Tiles16<'_> {
-    /// [`Self::col`] for the tile's place (first and / or last row) and kind (wide).
+    /// [`Self::col_at`] for the tile's kind (wide or not).
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline]
-    fn col_any<const R: usize>(&self, at: [bool; 3], a: &Args, gx: &mut [f32], pad: &mut [f32]) {
+    fn col_any<const R: usize>(&self, wide: bool, at: [bool; 2], a: &Args, gx: &mut [f32], pad: &mut [f32]) {
+        if wide {
+            self.col_at::<R, true>(at, a, gx, pad)
+        } else {
+            self.col_at::<R, false>(at, a, gx, pad)
+        }
+    }
+
+    /// [`Self::col`] for the tile's place: first and / or last row.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn col_at<const R: usize, const WIDE: bool>(
+        &self,
+        at: [bool; 2],
+        a: &Args,
+        gx: &mut [f32],
+        pad: &mut [f32],
+    ) {
         match at {
-            [false, false, false] => self.col::<R, false, false, false>(a, gx, pad),
-            [true, false, false] => self.col::<R, true, false, false>(a, gx, pad),
-            [false, true, false] => self.col::<R, false, true, false>(a, gx, pad),
-            [true, true, false] => self.col::<R, true, true, false>(a, gx, pad),
-            [false, false, true] => self.col::<R, false, false, true>(a, gx, pad),
-            [true, false, true] => self.col::<R, true, false, true>(a, gx, pad),
-            [false, true, true] => self.col::<R, false, true, true>(a, gx, pad),
-            [true, true, true] => self.col::<R, true, true, true>(a, gx, pad),
+            [false, false] => self.col::<R, false, false, WIDE>(a, gx, pad),
+            [true, false] => self.col::<R, true, false, WIDE>(a, gx, pad),
+            [false, true] => self.col::<R, false, true, WIDE>(a, gx, pad),
+            [true, true] => self.col::<R, true, true, WIDE>(a, gx, pad),
         }
     }
 
@@ -174,7 +194,8 @@ impl Tiles16<'_> {
         // `[kx][r]`, in the window's lanes.
         let mut acc = [[splat16(0.0); R]; 3];
         // Indexed loops over rows, as in `one_input.rs` (iterators were not unrolled),
-        // over exclusive ranges: LLVM left `lo..=hi` rolled, the accumulators in memory.
+        // over all `R + 2` rows: LLVM left `lo..=hi` and some `lo..hi + 1` rolled, the
+        // accumulators in memory.
         for (o, wo) in self.wg.chunks_exact(9).enumerate() {
             let s = &src[start + o * stride..][..cut];
             // `[ky][kx]`, all nine held while the rows pass.
@@ -185,7 +206,10 @@ impl Tiles16<'_> {
             ];
             // Wide, kernel column `kx` reads from word `2 - kx` (column `c0 + 1 - kx`).
             let sh = if WIDE { [&s[2..], &s[1..], s] } else { [s; 3] };
-            for j in lo..hi + 1 {
+            for j in 0..R + 2 {
+                if j < lo || j > hi {
+                    continue;
+                }
                 let l = if WIDE {
                     [
                         rows.load(sh[0], j - lo),

@@ -16,9 +16,10 @@
 //!   `one_input.rs`, a kernel column that reads across a row end (column `-1` or `w`)
 //!   is dropped there, here by the lane masks of a masked add, and the outputs past a
 //!   row's end (its last vector may be partial) are neither read nor written in `gx`.
-//! - Rows of 15 or 16 words, which 14 outputs per vector would split in two, take one
-//!   vector of 16 outputs instead, each row loaded at the 3 shifts of the kernel
-//!   columns (`3 (R + 2)` loads, no rotations; at most 6 rows, for the 3 loads).
+//! - Rows of 15-16 and 29-32 words, which 14 outputs per vector would split into
+//!   one vector more (2 for 1, 3 for 2), take vectors of 16 outputs instead, each row
+//!   loaded at the 3 shifts of the kernel columns (`3 (R + 2)` loads, no rotations;
+//!   at most 6 rows, for the 3 loads).
 //! - A plane's rows are split into as few tiles as the most rows allow, as even as
 //!   they divide (16 rows: 6, 5, 5), so that no tile is left with too few chains of
 //!   multiply-adds. Tiles take at most 4 rows where the zero-padded copies of 7 would
@@ -52,8 +53,9 @@ pub(super) fn backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
     }
     let (h, wd, hw) = (g.h, g.w, g.h * g.w);
     let cout = g.c_out / g.groups;
-    // Rows of 15 or 16 words take one 16-output vector each (see `Tiles16::col`).
-    let wide = matches!(wd, 15 | 16);
+    // Vectors of 16 outputs where 14 per vector would take at least half as many
+    // again (15-16 and 29-32 words; see `Tiles16::col`).
+    let wide = 3 * wd.div_ceil(16) <= 2 * wd.div_ceil(COLS);
     let (cols, reach) = if wide { (16, 18) } else { (COLS, 16) };
     // The cuts of a tile of `r` rows: `r + 2` rows of reads, the last `reach` words.
     let fits = |r: usize| cout * ((r + 1) * wd + reach) <= PAD_WORDS;
@@ -165,7 +167,8 @@ impl Tiles16<'_> {
     /// `BOT`: the tile holds the first / last row (row `-1` / `h` is not read).
     /// `WIDE`: 16 outputs per row (lanes of the sets are columns `c0..c0 + 16`), each
     /// row loaded at the 3 shifts of the kernel columns (`3 (R + 2)` loads): for rows
-    /// of 15 and 16 words, which 14 outputs per vector would split in two.
+    /// of 15-16 and 29-32 words, which 14 outputs per vector would split into one
+    /// vector more.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
     fn col<const R: usize, const TOP: bool, const BOT: bool, const WIDE: bool>(

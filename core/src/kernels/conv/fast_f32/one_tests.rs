@@ -242,7 +242,7 @@ fn one_channel_kernels_match_generic_on_random_shapes() {
 fn one_channel_backward_input16_matches_generic_at_row_and_tile_edges() {
     // The 16-lane backward-input alone (where the CPU has AVX-512F): 14 outputs per
     // row vector, so widths below, at and just past 14 and 28 (partial last vectors),
-    // and 15 and 16 (one vector of 16 outputs per row);
+    // and 15, 16, 29, 30 and 32 (vectors of 16 outputs);
     // heights of one tile of 1-7 rows and of several, evenly split (8: 4 + 4, 16:
     // 6 + 5 + 5 or 4 x 4); 1, 8 and 32 channels per group, one or two groups (at 32
     // channels and 15 columns and more its tiles take at most 4 rows, past 22 it
@@ -253,7 +253,7 @@ fn one_channel_backward_input16_matches_generic_at_row_and_tile_edges() {
     }
     let mut rng = Rng::new(41);
     let mut case = 0;
-    for wd in [1, 2, 5, 13, 14, 15, 16, 17, 27, 28, 29, 30, 43] {
+    for wd in [1, 2, 5, 13, 14, 15, 16, 17, 27, 28, 29, 30, 32, 43] {
         for h in [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 14, 16, 20, 28] {
             case += 1;
             let (cout, groups) = [(1, 1), (8, 1), (32, 1), (8, 2), (32, 2), (3, 2)][case % 6];

@@ -16,6 +16,8 @@
 //!   `one_input.rs`, a kernel column that reads across a row end (column `-1` or `w`)
 //!   is dropped there, here by the lane masks of a masked add, and the outputs past a
 //!   row's end (its last vector may be partial) are neither read nor written in `gx`.
+//!   Only lanes move: each output sums the same products in the same order as in
+//!   `one_input.rs` (the tests check it bit for bit).
 //! - Rows of 15-16 and 29-32 words, which 14 outputs per vector would split into
 //!   one vector more (2 for 1, 3 for 2), take vectors of 16 outputs instead, each row
 //!   loaded at the 3 shifts of the kernel columns (`3 (R + 2)` loads, no rotations;

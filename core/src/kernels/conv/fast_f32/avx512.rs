@@ -409,3 +409,49 @@ pub(crate) fn prefetch_write(s: &[f32]) {
         }
     }
 }
+
+/// `v`'s lanes moved down by one: lane `m` of the result is lane `m + 1` of `v`, lane
+/// 15 is lane 0 (a rotation).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn lanes_down1(v: F16) -> F16 {
+    use core::arch::x86_64::{_mm512_alignr_epi32, _mm512_castps_si512, _mm512_castsi512_ps};
+    let i = _mm512_castps_si512(v.0);
+    F16(_mm512_castsi512_ps(_mm512_alignr_epi32::<1>(i, i)))
+}
+
+/// Loads of 16 words at `k * step` (`k < rows`) of slices at least `reach` words long:
+/// the length is checked once per slice (the checks of a slice's loads are the same
+/// and merge), not twice per load as with slice indexing.
+#[derive(Clone, Copy)]
+pub(crate) struct RowLoads16 {
+    step: usize,
+    rows: usize,
+    reach: usize,
+}
+
+impl RowLoads16 {
+    /// `rows` rows `step` words apart (where the last row's end overflows, every load
+    /// panics).
+    pub(crate) fn new(step: usize, rows: usize) -> Self {
+        let reach = step.saturating_mul(rows.saturating_sub(1)).saturating_add(16);
+        Self { step, rows, reach }
+    }
+
+    /// Words from the first row's start to the last row's end.
+    pub(crate) fn reach(&self) -> usize {
+        self.reach
+    }
+
+    /// The 16 words at `k * step` of `s` (panics if `k >= rows` or `s` is shorter than
+    /// [`Self::reach`]).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn load(&self, s: &[f32], k: usize) -> F16 {
+        assert!(k < self.rows && s.len() >= self.reach);
+        // SAFETY: `k * step + 16 <= (rows - 1) * step + 16 = reach <= s.len()`, none of
+        // it overflowing (`reach` would have saturated at `usize::MAX`, longer than any
+        // slice); `loadu` needs no alignment.
+        F16(unsafe { _mm512_loadu_ps(s.as_ptr().add(k * self.step)) })
+    }
+}

@@ -237,3 +237,106 @@ fn one_channel_kernels_match_generic_on_random_shapes() {
         }
     }
 }
+
+/// `gx += conv_transpose(gy, w)` (one input channel per group) summed in the AVX
+/// kernels' order (`one_input.rs`, `one_input16.rs`): per output and kernel column,
+/// the channels' products chained with `mul_add`, channel by channel, kernel rows
+/// from 2 to 0; then column 1 + column 0 + column 2 (where they read inside the row);
+/// then the old value.
+fn input_in_kernel_order(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) {
+    let (h, wd, cout) = (g.h, g.w, g.c_out / g.groups);
+    for n in 0..g.n {
+        for grp in 0..g.groups {
+            for y in 0..h {
+                for x in 0..wd {
+                    let mut sets = [0.0f32; 3];
+                    for (kx, set) in sets.iter_mut().enumerate() {
+                        let Some(ix) = (x + 1).checked_sub(kx).filter(|&c| c < wd) else {
+                            continue;
+                        };
+                        for oc in grp * cout..(grp + 1) * cout {
+                            for ky in (0..3).rev() {
+                                let Some(iy) = (y + 1).checked_sub(ky).filter(|&r| r < h) else {
+                                    continue;
+                                };
+                                let v = gy[((n * g.c_out + oc) * h + iy) * wd + ix];
+                                *set = w[oc * 9 + ky * 3 + kx].mul_add(v, *set);
+                            }
+                        }
+                    }
+                    let mut s = sets[1];
+                    if x + 1 < wd {
+                        s += sets[0];
+                    }
+                    if x > 0 {
+                        s += sets[2];
+                    }
+                    gx[((n * g.c_in + grp) * h + y) * wd + x] += s;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn one_channel_backward_input16_matches_generic_at_row_and_tile_edges() {
+    // The 16-lane backward-input alone (where the CPU has AVX-512F): 14 outputs per
+    // row vector, so widths below, at and just past 14 and 28 (partial last vectors),
+    // and 15, 16, 29, 30 and 32 (vectors of 16 outputs);
+    // heights of one tile of 1-7 rows and of several, evenly split (8: 4 + 4, 16:
+    // 6 + 5 + 5 or 4 x 4); 1, 8 and 32 channels per group, one or two groups (at 32
+    // channels and 15 columns and more its tiles take at most 4 rows, past 22 it
+    // declines). It must take every shape the 6-row kernel it replaced took, write
+    // nothing where it declines, and sum in that kernel's order.
+    if !super::avx512::available() {
+        return;
+    }
+    let mut rng = Rng::new(41);
+    let mut case = 0;
+    for wd in [1, 2, 5, 13, 14, 15, 16, 17, 27, 28, 29, 30, 32, 43] {
+        for h in [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 14, 16, 20, 28] {
+            case += 1;
+            let (cout, groups) = [(1, 1), (8, 1), (32, 1), (8, 2), (32, 2), (3, 2)][case % 6];
+            let n = 1 + case % 2;
+            let g = geom(
+                n,
+                groups,
+                cout * groups,
+                [h, wd],
+                [3, 3],
+                [1, 1],
+                [1, 1],
+                [1, 1],
+                groups,
+            )
+            .unwrap();
+            let gy = random(&mut rng, g.n * g.c_out * g.oh * g.ow);
+            let w = random(&mut rng, g.c_out * 9);
+            let start = random(&mut rng, g.n * g.c_in * h * wd);
+            let mut want = start.clone();
+            generic::conv2d_backward_input(&g, &gy, &w, &mut want);
+            let mut got = start.clone();
+            let took = super::avx512::one_backward_input(&g, &gy, &w, &mut got);
+            if covers(&g) && cout * (7 * wd + 18) <= 4096 {
+                assert!(took, "{g:?}");
+            }
+            if !took {
+                assert_eq!(got, start, "{g:?}");
+                continue;
+            }
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{g:?} [{i}]: {a} vs {b}");
+            }
+            // Bit for bit the sums of the 6-row kernel it replaced and of the 8-lane
+            // one: the same products in the same order (the 8-lane kernel drops a
+            // column by adding it times 0, which may differ in the sign of a zero).
+            let mut exact = start.clone();
+            input_in_kernel_order(&g, &gy, &w, &mut exact);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&exact), "{g:?}");
+            let mut got8 = start.clone();
+            assert!(avx2::one_backward_input8(&g, &gy, &w, &mut got8), "{g:?}");
+            assert_eq!(bits(&got8), bits(&exact), "{g:?}");
+        }
+    }
+}

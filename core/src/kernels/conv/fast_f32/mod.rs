@@ -17,7 +17,8 @@
 //!   group (W1's first layer) take `one.rs` (forward, backward-weight) and
 //!   `one_input.rs` (backward-input): flat positions, read and written in place;
 //!   with AVX-512F all three take 16 lanes (`one16.rs`, `one_weight16.rs`: 8
-//!   channels per tile; `one_input16.rs`: 6 rows per tile).
+//!   channels per tile; `one_input16.rs`: up to 7 rows x 14 outputs per tile, each
+//!   gradient row loaded once per channel).
 //! - With AVX-512F, 1x1 stride-1 convolutions (W2's expand and project layers) take
 //!   `pw16.rs` first, forward and backward-input: matrix products over 16 positions
 //!   per vector; and `pw_weight16.rs` for backward-weight on planes of 32 positions

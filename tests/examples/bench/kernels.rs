@@ -118,8 +118,8 @@ pub fn kernel_table(out: &mut Out, peak: f64, quick: bool) {
             pc(l11)
         ));
     }
-    // conv1's output at batch 32: 32 x 8 channels x 28 x 28 words.
-    let words = 32 * 8 * 28 * 28;
+    let (_, c1) = &w1_convs(32)[0];
+    let words = c1.n * c1.c_out * c1.oh * c1.ow;
     if let Some(us) = store16_us(words) {
         out.line(format!(
             "writing conv1's batch-32 output alone ({} bytes, 16-lane stores, cache-resident): {us:.1} µs ({:.1} GB/s); its forward's multiply-adds take {:.1} µs at the peak",

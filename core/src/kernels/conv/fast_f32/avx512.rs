@@ -396,20 +396,6 @@ pub(crate) fn prefetch(s: &[f32]) {
     }
 }
 
-/// Asks for the cache line holding `s`'s first word ahead of a store to it; nothing for
-/// an empty `s`. Without the `prfchw` target feature this is a plain prefetch into L1
-/// (`prefetcht0`): the line arrives exclusive where no other core holds it, so the
-/// store still finds it writable.
-#[inline]
-pub(crate) fn prefetch_write(s: &[f32]) {
-    if let Some(w) = s.first() {
-        // SAFETY: a prefetch reads nothing architecturally, and `w` is a valid word.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>((w as *const f32).cast())
-        }
-    }
-}
-
 /// `v`'s lanes moved down by one: lane `m` of the result is lane `m + 1` of `v`, lane
 /// 15 is lane 0 (a rotation).
 #[target_feature(enable = "avx512f")]

@@ -11,12 +11,13 @@
 //! - Tiles start where the first channel's output is 64-byte aligned, after one
 //!   vector at position 0, so that their stores write whole cache lines; a plane's
 //!   last vector may overlap the one before it (it stores the same values again).
-//! - A tile first asks for its output lines with write prefetches, so that its
-//!   stores do not wait for the lines' ownership (the output outgrows L1).
+//! - A tile first prefetches its output lines into L1, so that its stores do not wait
+//!   for them (the output outgrows L1; with no other core holding a line, it arrives
+//!   writable).
 //! - `Fwd::plane16` runs the same tiles for `one.rs`'s blocks of 4 channels (its
 //!   8-lane forward, which `forward8` reaches where [`forward`] declines).
 
-use super::avx512::{fma16, load16, load16_first, prefetch_write, splat16, store16, store16_first};
+use super::avx512::{fma16, load16, load16_first, prefetch, splat16, store16, store16_first};
 use super::one::{Buf, Flat, Fwd, X_WORDS};
 use crate::kernels::conv::ConvGeom;
 
@@ -205,10 +206,10 @@ impl Fwd16<'_> {
     #[inline(never)]
     fn tile<const B: usize, const V: usize>(&self, p: usize, dst: &mut [f32]) {
         let hw = self.hw;
-        // The stores below then find their lines owned instead of stalling on them.
+        // The stores below then find their lines in L1 instead of stalling on them.
         for o in 0..B {
             for v in 0..V {
-                prefetch_write(&dst[(o * hw + p + 16 * v).min(dst.len())..]);
+                prefetch(&dst[(o * hw + p + 16 * v).min(dst.len())..]);
             }
         }
         let mut acc = [[splat16(0.0); V]; B];

@@ -210,17 +210,13 @@ impl Tiles16<'_> {
                 [splat16(wo[6]), splat16(wo[7]), splat16(wo[8])],
             ];
             // Wide, kernel column `kx` reads from word `2 - kx` (column `c0 + 1 - kx`).
-            let sh = if WIDE { [&s[2..], &s[1..], s] } else { [s; 3] };
+            let (s2, s1) = if WIDE { (&s[2..], &s[1..]) } else { (s, s) };
             for j in 0..R + 2 {
                 if j < lo || j > hi {
                     continue;
                 }
                 let l = if WIDE {
-                    [
-                        rows.load(sh[0], j - lo),
-                        rows.load(sh[1], j - lo),
-                        rows.load(s, j - lo),
-                    ]
+                    [rows.load(s2, j - lo), rows.load(s1, j - lo), rows.load(s, j - lo)]
                 } else {
                     [rows.load(s, j - lo); 3]
                 };

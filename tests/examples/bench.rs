@@ -45,6 +45,8 @@ use torchlet_tests::train::{plan_bytes, TAPE};
 mod kernels;
 #[path = "bench/peak.rs"]
 mod peak;
+#[path = "bench/tiles.rs"]
+mod tiles;
 #[path = "bench/w2.rs"]
 mod w2;
 

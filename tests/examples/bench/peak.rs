@@ -67,24 +67,29 @@ fn fma16_peak_gflops() -> f64 {
 
 /// GFLOP/s of 24 independent 16-lane FMA chains fed per 24 multiply-adds by `L`
 /// 16-word loads and `B` one-word broadcasts (`B` dividing 24) out of an L1-resident
-/// buffer (`B` at most `16 L`), the best of many short blocks; `None` without AVX-512F. What a kernel with
-/// that mix of loads can reach, beside the peak of multiply-adds alone: W1's
-/// one-channel tiles load 3 input vectors and broadcast 8 weights (forward), or load
-/// 3 input and 8 output-gradient vectors (backward-weight).
-pub fn fma16_with_loads_gflops<const L: usize, const B: usize>() -> Option<f64> {
+/// buffer (`B` at most `16 L`), the best of many short blocks; `None` without
+/// AVX-512F. The loads start on 64-byte boundaries, or 4 words past them (`split`:
+/// each then reads two cache lines). What a kernel with that mix of loads can reach,
+/// beside the peak of multiply-adds alone: W1's one-channel tiles load 3 input
+/// vectors and broadcast 8 weights (forward), or load 3 input and 8 output-gradient
+/// vectors (backward-weight).
+pub fn fma16_with_loads_gflops<const L: usize, const B: usize>(split: bool) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     if torchlet::bench::avx512_available() {
         // SAFETY: `avx512_available` checked that the CPU and the OS support AVX-512F.
-        return Some(unsafe { fma16_loads::<L, B>() });
+        return Some(unsafe { fma16_loads::<L, B>(split) });
     }
+    let _ = split;
     None
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn fma16_loads<const L: usize, const B: usize>() -> f64 {
+fn fma16_loads<const L: usize, const B: usize>(split: bool) -> f64 {
     use std::arch::x86_64::{__m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps};
-    let buf = vec![black_box(0.5f32); 16 * 256];
+    let words = vec![black_box(0.5f32); 16 * 258];
+    let start = words.as_ptr().align_offset(64) + if split { 4 } else { 0 };
+    let buf = &words[start..][..16 * 256];
     let m = _mm512_set1_ps(black_box(0.999));
     let (iters, rows) = (5_000usize, buf.len() / 16 - L);
     let mut best = 0.0f64;

@@ -7,7 +7,7 @@
 //! - The kernels in `strip.rs` are `#[target_feature(enable = "avx2,fma")]` functions;
 //!   calling one is `unsafe` because it is undefined behaviour on a CPU without those
 //!   features. The entry points here make that call only after [`available`] said yes.
-//! - The 8-lane vector helpers (`load`, `store`, `splat`, `fma`) wrap the
+//! - The 8-lane vector helpers (`load`, `store`, `splat`, `fma`, `keep`) wrap the
 //!   intrinsics; loads and stores go through bounds-checked slices first, so the raw
 //!   pointer they take always points at 8 valid words.
 //! - Rust does not contract `a * b + c` into an FMA instruction: `fma` asks for
@@ -20,9 +20,9 @@ use crate::kernels::conv::ConvGeom;
 use crate::kernels::norm::NormGeom;
 use crate::kernels::pool::{max, PoolGeom};
 use core::arch::x86_64::{
-    __cpuid, __cpuid_count, __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps,
-    _mm256_permute2f128_ps, _mm256_set1_ps, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_sub_ps,
-    _mm256_unpackhi_ps, _mm256_unpacklo_ps, _xgetbv,
+    __cpuid, __cpuid_count, __m256, _mm256_add_ps, _mm256_and_ps, _mm256_fmadd_ps, _mm256_loadu_ps,
+    _mm256_mul_ps, _mm256_permute2f128_ps, _mm256_set1_ps, _mm256_shuffle_ps, _mm256_storeu_ps,
+    _mm256_sub_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps, _xgetbv,
 };
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -316,6 +316,18 @@ pub(crate) fn add(a: F8, b: F8) -> F8 {
 pub(crate) fn sub(a: F8, b: F8) -> F8 {
     F8(_mm256_sub_ps(a.0, b.0))
 }
+
+/// The bits of `a` where `mask`'s are set: with masks whose lanes are all ones
+/// ([`KEEP`]) or all zeros, `a`'s lane or `+0`, whatever `a` holds (a product by 0
+/// would turn an infinity into a NaN).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) fn keep(a: F8, mask: F8) -> F8 {
+    F8(_mm256_and_ps(a.0, mask.0))
+}
+
+/// A lane of a [`keep`] mask that keeps (all bits set).
+pub(crate) const KEEP: f32 = f32::from_bits(u32::MAX);
 
 /// `v` in every lane.
 #[target_feature(enable = "avx2,fma")]

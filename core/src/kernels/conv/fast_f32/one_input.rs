@@ -9,7 +9,8 @@
 //!   loads for `3 V` FMAs, where vectors 8 apart would need `3 V`.
 //! - A read across a row end (column `-1` or `w`) lands in a lane whose kernel column is
 //!   invalid there; those lanes are dropped once per vector, when the three sets are
-//!   combined with 0/1 masks (`acc1 + acc0 * m0 + acc2 * m2`), not per product. Rows
+//!   combined with bit masks (`acc1 + (acc0 & m0) + (acc2 & m2)`), not per product (a
+//!   product by 0 would turn an infinite gradient there into a NaN). Rows
 //!   `-1` and `h` are not read at all (the tiles of the first and last rows skip them).
 //! - A row whose width is not a multiple of 8 ends with a partial vector, whose extra
 //!   lanes are computed and dropped. Reads before the first or past the last plane of
@@ -17,7 +18,7 @@
 //! - Only what `one.rs` covers, with at most [`MAX_CH`] channels per group and tiles
 //!   whose reads fit the stack buffer; anything else answers `false`.
 
-use super::avx2::{fma, load, splat, store};
+use super::avx2::{add, fma, keep, load, splat, store, KEEP};
 use crate::kernels::conv::ConvGeom;
 
 /// Output channels per group this kernel takes.
@@ -52,8 +53,8 @@ pub(super) fn backward_input8(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32
     let mut m2 = [0.0f32; MASK_WORDS];
     // Row by row: a division per position cost more than a W1 sample's products.
     for (r0, r2) in m0[..hw].chunks_exact_mut(wd).zip(m2[..hw].chunks_exact_mut(wd)) {
-        r0[..wd - 1].fill(1.0);
-        r2[1..].fill(1.0);
+        r0[..wd - 1].fill(KEEP);
+        r2[1..].fill(KEEP);
     }
     let mut pad = [0.0f32; PAD_WORDS];
     for grp in 0..g.groups {
@@ -162,8 +163,8 @@ impl Tiles<'_> {
         }
         for (r, ((&a0, &a1), &a2)) in acc[0].iter().zip(&acc[1]).zip(&acc[2]).enumerate() {
             let p = q + r * w;
-            let s = fma(a0, load(&self.m0[p..]), a1);
-            let s = fma(a2, load(&self.m2[p..]), s);
+            let s = add(keep(a0, load(&self.m0[p..])), a1);
+            let s = add(keep(a2, load(&self.m2[p..])), s);
             if n == 8 {
                 let d = &mut gx[p..];
                 store(fma(s, splat(1.0), load(d)), d);

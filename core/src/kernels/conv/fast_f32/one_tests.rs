@@ -329,7 +329,7 @@ fn one_channel_backward_input16_matches_generic_at_row_and_tile_edges() {
             }
             // Bit for bit the sums of the 6-row kernel it replaced and of the 8-lane
             // one: the same products in the same order (the 8-lane kernel drops a
-            // column by adding it times 0, which may differ in the sign of a zero).
+            // column by adding +0 in its place, which may differ in the sign of a zero).
             let mut exact = start.clone();
             input_in_kernel_order(&g, &gy, &w, &mut exact);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -337,6 +337,56 @@ fn one_channel_backward_input16_matches_generic_at_row_and_tile_edges() {
             let mut got8 = start.clone();
             assert!(avx2::one_backward_input8(&g, &gy, &w, &mut got8), "{g:?}");
             assert_eq!(bits(&got8), bits(&exact), "{g:?}");
+        }
+    }
+}
+
+#[test]
+fn one_channel_backward_input_keeps_an_infinite_gradient_to_its_neighbours() {
+    // An infinite output gradient at a row's first or last column reaches the input
+    // gradients of its 3x3 neighbourhood only: the flat rows read it again for the
+    // next or previous row's other end, where both kernels must drop it (a product by
+    // 0 there gave NaN in the 8-lane one).
+    if !avx2::available() {
+        return;
+    }
+    let mut rng = Rng::new(7);
+    for (wd, h) in [(5, 4), (13, 7), (28, 28)] {
+        let g = geom(2, 1, 8, [h, wd], [3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let gy = random(&mut rng, g.n * g.c_out * h * wd);
+        let w = random(&mut rng, g.c_out * 9);
+        for (n, o, r, c, v) in [
+            (0, 0, 1, 0, f32::INFINITY),
+            (1, 7, h - 1, wd - 1, f32::NEG_INFINITY),
+            (1, 3, h / 2, wd - 1, f32::INFINITY),
+        ] {
+            let at = ((n * g.c_out + o) * h + r) * wd + c;
+            let (mut with, mut without) = (gy.clone(), gy.clone());
+            with[at] = v;
+            without[at] = 0.0;
+            let near = |i: usize| {
+                let (m, y, x) = (i / (h * wd), i / wd % h, i % wd);
+                m == n && y.abs_diff(r) <= 1 && x.abs_diff(c) <= 1
+            };
+            type Kernel = fn(&ConvGeom, &[f32], &[f32], &mut [f32]) -> bool;
+            let mut kernels: Vec<(&str, Kernel)> = vec![("8-lane", avx2::one_backward_input8)];
+            if super::avx512::available() {
+                kernels.push(("16-lane", super::avx512::one_backward_input));
+            }
+            for (name, k) in kernels {
+                let (mut got, mut want) = (vec![0.0f32; g.n * h * wd], vec![0.0f32; g.n * h * wd]);
+                assert!(
+                    k(&g, &with, &w, &mut got) && k(&g, &without, &w, &mut want),
+                    "{name} {g:?}"
+                );
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    if near(i) {
+                        assert!(!a.is_finite(), "{name} {g:?} [{i}]: {a}");
+                    } else {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{name} {g:?} [{i}]: {a} vs {b}");
+                    }
+                }
+            }
         }
     }
 }

@@ -86,6 +86,8 @@ mod winograd;
 #[cfg(target_arch = "x86_64")]
 mod winograd16;
 #[cfg(target_arch = "x86_64")]
+mod winograd_products;
+#[cfg(target_arch = "x86_64")]
 mod winograd_weight;
 
 #[cfg(all(test, target_arch = "x86_64"))]

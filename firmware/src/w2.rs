@@ -109,7 +109,7 @@ pub fn run(
 /// The whole program of a W2 fine-tuning run (`finetune_w2`, `finetune_w2_int8`, which
 /// differ only in their model file): the model file `$model` (an `include_bytes!`) in
 /// flash, 4-byte aligned so frozen tensors are read in place; the digits `$samples`;
-/// the heap the arena comes from (the largest step's plan, 44,044 bytes at 22x22, with
+/// the heap the arena comes from (the largest step's plan, 37,976 bytes at 22x22, with
 /// the allocator's few bytes); `main`, which runs [`run`] and ends on its outcome.
 #[macro_export]
 macro_rules! w2_program {
@@ -118,7 +118,7 @@ macro_rules! w2_program {
 
         const MODEL_LEN: usize = $model.len();
         static MODEL: $crate::Aligned<MODEL_LEN> = $crate::Aligned(*$model);
-        const HEAP_BYTES: usize = 44 * 1024 + 512;
+        const HEAP_BYTES: usize = 38 * 1024;
         #[global_allocator]
         static HEAP: $crate::heap::CountingHeap = $crate::heap::CountingHeap::empty();
         static mut HEAP_MEM: [core::mem::MaybeUninit<u8>; HEAP_BYTES] =

@@ -38,13 +38,20 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = norm_geom(OP, xn.shape())?;
         let c = g.c;
         let wd = w.map_or(Span::EMPTY, |w| self.nodes[w as usize].data);
-        if batch && self.batch_norm_batch_in_place(i, g, [xn.data, saved, wd], x, [w, b])? {
-            return Ok(());
-        }
-        let gy = self.grads_for(i)?;
         if batch {
+            if self.batch_norm_batch_in_place(i, g, [xn.data, saved, wd], x, [w, b])? {
+                return Ok(());
+            }
+            let gy = self.grads_for(i)?;
             return self.batch_norm_batch_backward(g, [xn.data, gy, saved, wd], x, w, b);
         }
+        // Fixed statistics: the parameters' gradients first, from the output's before
+        // it may be scaled in place; the input's gradient is allocated only when it
+        // cannot be the output's.
+        for p in [w, b].into_iter().flatten() {
+            self.ensure_grad(p as usize)?;
+        }
+        let gy = self.out_grad(i)?;
         match w.and_then(|w| self.grad_of(w)) {
             Some(gw) if compact => self.exec([gy, saved], gw, |[gy, s], gw| {
                 half::packed_weight_grads(g, &s[2 * c..], gy, gw)
@@ -67,6 +74,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if self.pass_grad_in_place(i, x, scale)? {
             return Ok(());
         }
+        let gy = self.grads_for(i)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, saved, wd], gx, |[gy, s, w], gx| {
                 k::fixed_backward_input(g, gy, s, w, gx)
@@ -155,10 +163,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
                 what: "batch_norm: the weight was frozen when the op was recorded, so its gradient cannot be computed",
             });
         }
-        let gy = self.grads_for(i)?;
         let (xs, saved) = (self.nodes[x as usize].shape(), self.nodes[i].saved);
         let g = norm_geom(OP, xs)?;
+        // The bias's gradient first, from the output's before it may be scaled in place;
+        // the input's gradient is allocated only when it cannot be the output's.
+        if let Some(b) = b {
+            self.ensure_grad(b as usize)?;
+        }
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
+            let gy = self.out_grad(i)?;
             self.exec([gy], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
         }
         let scale =
@@ -166,6 +179,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if self.pass_grad_in_place(i, x, scale)? {
             return Ok(());
         }
+        let gy = self.grads_for(i)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, saved], gx, |[gy, s], gx| k::add_scaled_grad(g, s, gy, gx))?;
         }

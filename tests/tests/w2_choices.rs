@@ -46,8 +46,15 @@ fn build(g: &mut Graph<'static, f32, TAPE>, (trained, compact): (Trained<'static
 }
 
 /// One step as `finetune_w2` runs it: forward, the input freed, cross-entropy,
-/// backward, SGD with momentum.
-fn step(g: &mut Graph<'static, f32, TAPE>, m: &Model<'static>, sgd: &mut Sgd, h: usize, w: usize) -> Tensor {
+/// backward, SGD with momentum. Returns the loss and the arena's high water before
+/// backward (the forward's peak).
+fn step(
+    g: &mut Graph<'static, f32, TAPE>,
+    m: &Model<'static>,
+    sgd: &mut Sgd,
+    h: usize,
+    w: usize,
+) -> (Tensor, usize) {
     g.zero_grad();
     let x = g
         .input_with(&[1, 1, h, w], |d| {
@@ -59,17 +66,23 @@ fn step(g: &mut Graph<'static, f32, TAPE>, m: &Model<'static>, sgd: &mut Sgd, h:
     let y = m.forward(g, &[x]).unwrap();
     g.free(x).unwrap();
     let loss = g.cross_entropy(y, &[3]).unwrap();
+    let forward = g.arena().high_water_bytes();
     g.backward(loss).unwrap();
     sgd.step(g).unwrap();
-    loss
+    (loss, forward)
 }
 
-fn plan(trained: (Trained<'static>, bool), h: usize, w: usize) -> usize {
+/// The planned bytes of the forward and of the whole step.
+fn plan_both(trained: (Trained<'static>, bool), h: usize, w: usize) -> [usize; 2] {
     let mut g: Graph<'static, f32, TAPE> = Graph::meta(usize::MAX);
     let m = build(&mut g, trained);
     let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).unwrap();
-    step(&mut g, &m, &mut sgd, h, w);
-    g.arena().high_water_bytes()
+    let (_, forward) = step(&mut g, &m, &mut sgd, h, w);
+    [forward, g.arena().high_water_bytes()]
+}
+
+fn plan(trained: (Trained<'static>, bool), h: usize, w: usize) -> usize {
+    plan_both(trained, h, w)[1]
 }
 
 #[test]
@@ -81,7 +94,7 @@ fn every_choice_reaches_exactly_its_plan_at_many_sizes() {
             let mut g: Graph<'static, f32, TAPE> = Graph::new(arena);
             let m = build(&mut g, trained);
             let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).unwrap();
-            let loss = step(&mut g, &m, &mut sgd, h, w);
+            let (loss, _) = step(&mut g, &m, &mut sgd, h, w);
             assert!(g.data(loss).unwrap()[0].is_finite());
             assert_eq!(
                 g.arena().high_water_bytes(),
@@ -258,17 +271,7 @@ fn frozen_statistics_pass_gradients_down_in_place() {
     // biases + head at 28x28.
     for trained in [CHOICES[1], CHOICES[2], CHOICES[3]] {
         for (h, w) in [(28, 28), (20, 14)] {
-            let mut g: Graph<'static, f32, TAPE> = Graph::meta(usize::MAX);
-            let m = build(&mut g, trained);
-            let mut sgd = Sgd::new(&mut g, 0.01, 0.9, 0.0).unwrap();
-            let x = g.input_with(&[1, 1, h, w], |_| {}).unwrap();
-            let y = m.forward(&mut g, &[x]).unwrap();
-            g.free(x).unwrap();
-            let loss = g.cross_entropy(y, &[3]).unwrap();
-            let forward = g.arena().high_water_bytes();
-            g.backward(loss).unwrap();
-            sgd.step(&mut g).unwrap();
-            let step = g.arena().high_water_bytes();
+            let [forward, step] = plan_both(trained, h, w);
             assert!(
                 step <= forward + 256,
                 "{:?} at {h}x{w}: step {step} bytes, forward {forward}",

@@ -48,9 +48,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         // Fixed statistics: the parameters' gradients first, from the output's before
         // it may be scaled in place; the input's gradient is allocated only when it
         // cannot be the output's.
-        for p in [w, b].into_iter().flatten() {
-            self.ensure_grad(p as usize)?;
-        }
+        self.ensure_param_grads([w, b])?;
         let gy = self.out_grad(i)?;
         match w.and_then(|w| self.grad_of(w)) {
             Some(gw) if compact => self.exec([gy, saved], gw, |[gy, s], gw| {
@@ -127,9 +125,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         params: [Option<NodeId>; 2],
     ) -> Result<bool> {
         let [xd, saved, wd] = reads;
-        for p in params.into_iter().flatten() {
-            self.ensure_grad(p as usize)?;
-        }
+        self.ensure_param_grads(params)?;
         let run = |g2: &mut Self, gy: Span| -> Result<()> {
             if !g2.arena.is_meta() {
                 let ([xv, wv], sv, gv) = g2.arena.views2([xd, wd], saved, gy)?;
@@ -166,10 +162,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (xs, saved) = (self.nodes[x as usize].shape(), self.nodes[i].saved);
         let g = norm_geom(OP, xs)?;
         // The bias's gradient first, from the output's before it may be scaled in place;
-        // the input's gradient is allocated only when it cannot be the output's.
-        if let Some(b) = b {
-            self.ensure_grad(b as usize)?;
-        }
+        // the input's gradient is allocated only when it cannot be the output's (the
+        // weight is frozen here).
+        self.ensure_param_grads([None, b])?;
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
             let gy = self.out_grad(i)?;
             self.exec([gy], gb, |[gy], gb| k::bias_grads(g, gy, gb))?;
@@ -182,6 +177,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let gy = self.grads_for(i)?;
         if let Some(gx) = self.grad_of(x) {
             self.exec([gy, saved], gx, |[gy, s], gx| k::add_scaled_grad(g, s, gy, gx))?;
+        }
+        Ok(())
+    }
+
+    /// Gradients for the weight and the bias that train (and have none yet), before
+    /// the output's gradient is read for theirs and perhaps handed down in place.
+    fn ensure_param_grads(&mut self, params: [Option<NodeId>; 2]) -> Result<()> {
+        for p in params.into_iter().flatten() {
+            self.ensure_grad(p as usize)?;
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! AVX-512F on x86_64, chosen at run time: 16-lane paths of the kernels whose work
 //! splits into independent 16-word vectors (Winograd's pipelines over 16 samples or 16
 //! channels, 1x1 convolutions over 16 positions, the one-input-channel 3x3 kernels over
-//! 16 flat positions). Beside `avx2.rs`, the crate's only module with `unsafe`.
+//! 16 flat positions, depthwise 3x3 over 16 channels). Beside `avx2.rs`, the crate's only
+//! module with `unsafe`.
 //!
 //! - [`available`] asks `cpuid` (AVX-512F) and `XCR0` (the OS saves the mask and the
 //!   upper `zmm` registers) once, on top of [`super::avx2::available`].
@@ -13,6 +14,7 @@
 //!   those of the 8-lane code, and the tests check it.
 #![allow(unsafe_code)]
 
+use super::dw8::{self, Dw};
 use super::one::Fwd;
 use super::pw16;
 use super::pw_weight16;
@@ -184,6 +186,53 @@ pub(crate) fn pointwise_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: 
 pub(crate) fn pointwise_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { pw_weight16::backward_weight(g, gy, x, gw) }
+}
+
+/// The 16-lane instance of `dw8.rs`'s forward pass (16 channels per block); `false`
+/// (nothing written) without AVX-512F.
+pub(crate) fn dw16_forward(d: &Dw, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx16::forward(d, x, w, b, y) };
+        true
+    }
+}
+
+/// The 16-lane instance of `dw8.rs`'s backward-input pass; `false` as [`dw16_forward`].
+pub(crate) fn dw16_backward_input(d: &Dw, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx16::backward_input(d, gy, w, gx) };
+        true
+    }
+}
+
+/// The 16-lane instance of `dw8.rs`'s backward-weight pass; `false` as [`dw16_forward`].
+pub(crate) fn dw16_backward_weight(d: &Dw, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx16::backward_weight(d, gy, x, gw) };
+        true
+    }
+}
+
+/// The 16-lane instance of `dw8.rs`'s two backward passes in one walk; `false` as
+/// [`dw16_forward`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dw16_backward_both(
+    di: &Dw,
+    dw: &Dw,
+    gy: &[f32],
+    x: &[f32],
+    w: &[f32],
+    gx: &mut [f32],
+    gw: &mut [f32],
+) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && {
+        unsafe { dw8::avx16::backward_both(di, dw, gy, x, w, gx, gw) };
+        true
+    }
 }
 
 /// `one.rs`'s forward over one sample and block of `B` channels with 16-lane vectors

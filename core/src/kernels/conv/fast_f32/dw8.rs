@@ -21,9 +21,12 @@
 //! - Backward-input and backward-weight can run in one walk ([`conv2d_backward_both`]),
 //!   which copies each block of the output gradient into lanes once for both.
 //! - Stack: [`BUF_WORDS`] + [`OUT_WORDS`] words (18 KiB) per call, 28 KiB for both
-//!   backward passes at once.
-//! - The kernels are written once (`dw8_body.rs`); on x86_64 the AVX2 + FMA instance is
-//!   chosen at run time (`avx2.rs`), elsewhere and without AVX2 the portable one.
+//!   backward passes at once; twice that with 16 lanes.
+//! - The kernels are written once (`dw8_body.rs`) over `L`-lane vectors; on x86_64 the
+//!   AVX-512F instance (16 channels per block) takes channel counts
+//!   that are multiples of 16 and the AVX2 + FMA one the others, both chosen at run
+//!   time (`avx512.rs`, `avx2.rs`); elsewhere and without AVX2 the portable one. The
+//!   16-lane instance gives the 8-lane one's bits.
 
 use super::dw8_body::dw8_kernels;
 use crate::kernels::conv::ConvGeom;
@@ -100,8 +103,8 @@ impl Dw {
 }
 
 /// `lanes[t][l] = w[(c0 + l) * 9 + t]` (tap `8 - t` when `flip`), zero for `l >= nl`.
-pub(super) fn weight_lanes(w: &[f32], c0: usize, nl: usize, flip: bool) -> [[f32; 8]; 9] {
-    let mut lanes = [[0.0f32; 8]; 9];
+pub(super) fn weight_lanes<const L: usize>(w: &[f32], c0: usize, nl: usize, flip: bool) -> [[f32; L]; 9] {
+    let mut lanes = [[0.0f32; L]; 9];
     for (l, wc) in w[c0 * 9..(c0 + nl) * 9].chunks_exact(9).enumerate() {
         for (t, &v) in wc.iter().enumerate() {
             lanes[if flip { 8 - t } else { t }][l] = v;
@@ -111,7 +114,7 @@ pub(super) fn weight_lanes(w: &[f32], c0: usize, nl: usize, flip: bool) -> [[f32
 }
 
 /// Where pixel `q` of a `w`-wide plane sits in an interleaved buffer: at vector
-/// `(q / w) * cols + q % w + off`.
+/// `(q / w) * cols + q % w + off` (its lanes from word `L` times that).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Place {
     pub w: usize,
@@ -120,10 +123,10 @@ pub(super) struct Place {
 }
 
 impl Place {
-    /// The word where pixel `q`'s 8 lanes start.
+    /// The vector holding pixel `q`'s lanes.
     #[inline]
-    pub fn at(&self, q: usize) -> usize {
-        ((q / self.w) * self.cols + q % self.w + self.off) * 8
+    pub fn slot(&self, q: usize) -> usize {
+        (q / self.w) * self.cols + q % self.w + self.off
     }
 }
 
@@ -146,19 +149,28 @@ impl Dw {
     }
 }
 
-/// `buf[place(q) + l] = src[l * plane + q]` for pixels `q0..plane`, lanes `l < nl`.
-pub(super) fn to_lanes_scalar(src: &[f32], plane: usize, nl: usize, pl: Place, buf: &mut [f32], q0: usize) {
+/// `buf[place(q) + l] = src[l * plane + q]` for pixels `q0..plane`, lanes `l < nl`
+/// of `L`.
+pub(super) fn to_lanes_scalar<const L: usize>(
+    src: &[f32],
+    plane: usize,
+    nl: usize,
+    pl: Place,
+    buf: &mut [f32],
+    q0: usize,
+) {
     for q in q0..plane {
-        let d = &mut buf[pl.at(q)..][..nl];
+        let d = &mut buf[pl.slot(q) * L..][..nl];
         for (l, v) in d.iter_mut().enumerate() {
             *v = src[l * plane + q];
         }
     }
 }
 
-/// `dst[l * plane + q] (+)= buf[place(q) + l]` for pixels `q0..plane`, lanes `l < nl`.
+/// `dst[l * plane + q] (+)= buf[place(q) + l]` for pixels `q0..plane`, lanes `l < nl`
+/// of `L`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn from_lanes_scalar(
+pub(super) fn from_lanes_scalar<const L: usize>(
     buf: &[f32],
     pl: Place,
     dst: &mut [f32],
@@ -168,7 +180,7 @@ pub(super) fn from_lanes_scalar(
     q0: usize,
 ) {
     for q in q0..plane {
-        let s = &buf[pl.at(q)..][..nl];
+        let s = &buf[pl.slot(q) * L..][..nl];
         for (l, &v) in s.iter().enumerate() {
             let d = &mut dst[l * plane + q];
             *d = if add { *d + v } else { v };
@@ -252,15 +264,32 @@ fn transpose8(r: [P8; 8]) -> [P8; 8] {
 
 /// The portable instance.
 mod portable {
-    use super::{fma, load, splat, store, transpose8, P8 as V};
-    super::dw8_kernels!();
+    use super::{fma, load, splat, store, transpose8 as transpose, P8 as V};
+    super::dw8_kernels!(8);
 }
 
 /// The AVX2 + FMA instance: call only where `avx2::available` said yes.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx {
-    use super::super::avx2::{fma, load, splat, store, transpose8, F8 as V};
-    super::dw8_kernels!(#[target_feature(enable = "avx2,fma")]);
+    use super::super::avx2::{fma, load, splat, store, transpose8 as transpose, F8 as V};
+    super::dw8_kernels!(8, #[target_feature(enable = "avx2,fma")]);
+}
+
+/// The AVX-512F instance, 16 channels per block: call only where `avx512::available`
+/// said yes. Each lane's arithmetic is the AVX2 instance's (the same bits).
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx16 {
+    use super::super::avx512::{
+        fma16 as fma, load16 as load, splat16 as splat, store16 as store, transpose16 as transpose, F16 as V,
+    };
+    super::dw8_kernels!(16, #[target_feature(enable = "avx2,fma,avx512f")]);
+}
+
+/// Whether the 16-lane instance takes `c` channels: whole blocks of 16 only (a last
+/// block of 8 would leave half its lanes idle where the 8-lane one fills them).
+#[cfg(target_arch = "x86_64")]
+fn wide(c: usize) -> bool {
+    c.is_multiple_of(16)
 }
 
 /// `y = conv(x, w) + b` for the shapes this module takes; `false` (nothing written)
@@ -270,7 +299,8 @@ pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
         return false;
     };
     #[cfg(target_arch = "x86_64")]
-    if super::avx2::dw8_forward(&d, x, w, b, y) {
+    if (wide(d.c) && super::avx512::dw16_forward(&d, x, w, b, y)) || super::avx2::dw8_forward(&d, x, w, b, y)
+    {
         return true;
     }
     portable::forward(&d, x, w, b, y);
@@ -283,7 +313,9 @@ pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]
         return false;
     };
     #[cfg(target_arch = "x86_64")]
-    if super::avx2::dw8_backward_input(&d, gy, w, gx) {
+    if (wide(d.c) && super::avx512::dw16_backward_input(&d, gy, w, gx))
+        || super::avx2::dw8_backward_input(&d, gy, w, gx)
+    {
         return true;
     }
     portable::backward_input(&d, gy, w, gx);
@@ -296,7 +328,9 @@ pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
         return false;
     };
     #[cfg(target_arch = "x86_64")]
-    if super::avx2::dw8_backward_weight(&d, gy, x, gw) {
+    if (wide(d.c) && super::avx512::dw16_backward_weight(&d, gy, x, gw))
+        || super::avx2::dw8_backward_weight(&d, gy, x, gw)
+    {
         return true;
     }
     portable::backward_weight(&d, gy, x, gw);
@@ -318,7 +352,9 @@ pub fn conv2d_backward_both(
         return false;
     };
     #[cfg(target_arch = "x86_64")]
-    if super::avx2::dw8_backward_both(&di, &dw, gy, x, w, gx, gw) {
+    if (wide(dw.c) && super::avx512::dw16_backward_both(&di, &dw, gy, x, w, gx, gw))
+        || super::avx2::dw8_backward_both(&di, &dw, gy, x, w, gx, gw)
+    {
         return true;
     }
     portable::backward_both(&di, &dw, gy, x, w, gx, gw);
@@ -362,5 +398,76 @@ pub(super) mod portable_only {
         };
         portable::backward_both(&di, &dw, gy, x, w, gx, gw);
         true
+    }
+}
+
+/// The AVX2 instance (8 lanes) of the three passes and of both backward passes at once,
+/// whatever the channel count; `false` without AVX2 (for the tests: the dispatch takes
+/// 16 lanes where it can).
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(super) mod avx2_only {
+    use super::super::avx2;
+    use super::{ConvGeom, Dw, Pass};
+
+    /// 8-lane [`super::conv2d_forward`].
+    pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+        Dw::new(g, Pass::Forward).is_some_and(|d| avx2::dw8_forward(&d, x, w, b, y))
+    }
+    /// 8-lane [`super::conv2d_backward_input`].
+    pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+        Dw::new(g, Pass::Input).is_some_and(|d| avx2::dw8_backward_input(&d, gy, w, gx))
+    }
+    /// 8-lane [`super::conv2d_backward_weight`].
+    pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+        Dw::new(g, Pass::Weight).is_some_and(|d| avx2::dw8_backward_weight(&d, gy, x, gw))
+    }
+    /// 8-lane [`super::conv2d_backward_both`].
+    pub fn conv2d_backward_both(
+        g: &ConvGeom,
+        gy: &[f32],
+        x: &[f32],
+        w: &[f32],
+        gx: &mut [f32],
+        gw: &mut [f32],
+    ) -> bool {
+        let (Some(di), Some(dw)) = (Dw::new(g, Pass::Input), Dw::new(g, Pass::Weight)) else {
+            return false;
+        };
+        avx2::dw8_backward_both(&di, &dw, gy, x, w, gx, gw)
+    }
+}
+
+/// The AVX-512F instance (16 lanes) of the three passes and of both backward passes at
+/// once, whatever the channel count; `false` without AVX-512F (for the tests).
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(super) mod avx16_only {
+    use super::super::avx512;
+    use super::{ConvGeom, Dw, Pass};
+
+    /// 16-lane [`super::conv2d_forward`].
+    pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+        Dw::new(g, Pass::Forward).is_some_and(|d| avx512::dw16_forward(&d, x, w, b, y))
+    }
+    /// 16-lane [`super::conv2d_backward_input`].
+    pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+        Dw::new(g, Pass::Input).is_some_and(|d| avx512::dw16_backward_input(&d, gy, w, gx))
+    }
+    /// 16-lane [`super::conv2d_backward_weight`].
+    pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+        Dw::new(g, Pass::Weight).is_some_and(|d| avx512::dw16_backward_weight(&d, gy, x, gw))
+    }
+    /// 16-lane [`super::conv2d_backward_both`].
+    pub fn conv2d_backward_both(
+        g: &ConvGeom,
+        gy: &[f32],
+        x: &[f32],
+        w: &[f32],
+        gx: &mut [f32],
+        gw: &mut [f32],
+    ) -> bool {
+        let (Some(di), Some(dw)) = (Dw::new(g, Pass::Input), Dw::new(g, Pass::Weight)) else {
+            return false;
+        };
+        avx512::dw16_backward_both(&di, &dw, gy, x, w, gx, gw)
     }
 }

@@ -33,8 +33,9 @@
 //!   over 8-channel lanes (16 with AVX-512F), tried first by the strip kernels'
 //!   backward-weight for the shapes where it measured faster (`winograd_weight::pays`:
 //!   8 channels in and out and more, 64 positions over the batch and more).
-//! - [`dw8`]: depthwise 3x3 convolutions (strides 1 and 2) vectorised across channels,
-//!   tried first by every entry point; then [`depthwise`]: other strided depthwise
+//! - [`dw8`]: depthwise 3x3 convolutions (strides 1 and 2) vectorised across channels
+//!   (16 per vector with AVX-512F where they come in blocks of 16), tried first by
+//!   every entry point; then [`depthwise`]: other strided depthwise
 //!   convolutions on small planes.
 //! - No heap, no arena workspace: stack buffers only (portable: at most
 //!   [`conv::PLANE_WORDS`] + [`conv::PACK_WORDS`] words; AVX2: at most 100 KiB, Winograd

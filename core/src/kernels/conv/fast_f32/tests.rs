@@ -69,6 +69,20 @@ fn paths() -> Vec<(&'static str, Fwd, Bwd, Bwd)> {
         super::dw8::conv2d_backward_input,
         super::dw8::conv2d_backward_weight,
     ));
+    #[cfg(target_arch = "x86_64")]
+    v.push((
+        "dw8-avx2",
+        super::dw8::avx2_only::conv2d_forward,
+        super::dw8::avx2_only::conv2d_backward_input,
+        super::dw8::avx2_only::conv2d_backward_weight,
+    ));
+    #[cfg(target_arch = "x86_64")]
+    v.push((
+        "dw16",
+        super::dw8::avx16_only::conv2d_forward,
+        super::dw8::avx16_only::conv2d_backward_input,
+        super::dw8::avx16_only::conv2d_backward_weight,
+    ));
     v.push((
         "dw8-portable",
         super::dw8::portable_only::conv2d_forward,
@@ -268,8 +282,13 @@ fn handled_by(rng: &mut Rng, g: &ConvGeom, name: &str) -> usize {
 /// (smaller batches), then odd sizes, strides per axis, paddings 0..2, channel counts
 /// that are not multiples of 8, one channel.
 type DwShape = (usize, usize, [usize; 2], [usize; 2], [usize; 2]);
-const DW8_SHAPES: [DwShape; 14] = [
+const DW8_SHAPES: [DwShape; 18] = [
     (2, 8, [14, 14], [1, 1], [1, 1]),
+    // Blocks of 16 channels (16 lanes with AVX-512F) on odd shapes.
+    (2, 16, [9, 11], [1, 1], [0, 0]),
+    (1, 48, [16, 16], [2, 2], [1, 1]),
+    (3, 16, [13, 6], [1, 2], [0, 2]),
+    (2, 32, [1, 1], [1, 1], [1, 1]),
     (3, 32, [14, 14], [2, 2], [1, 1]),
     (2, 64, [7, 7], [1, 1], [1, 1]),
     (2, 64, [7, 7], [2, 2], [1, 1]),
@@ -293,6 +312,47 @@ fn channel_interleaved_depthwise_matches_generic() {
         assert_eq!(handled_by(&mut rng, &g, "dw8"), 3, "{g:?}");
         assert_eq!(handled_by(&mut rng, &g, "dw8-portable"), 3, "{g:?}");
     }
+}
+
+/// With AVX-512F, 16 channels per block: each lane's arithmetic is the 8-lane
+/// kernel's, so every pass gives the same bits (partial blocks too, which the
+/// dispatch leaves to 8 lanes).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn depthwise_on_16_lanes_is_the_8_lane_kernel_bit_for_bit() {
+    use super::dw8::{avx16_only as lanes16, avx2_only as lanes8};
+    if !super::avx512::available() {
+        return;
+    }
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    let mut rng = Rng::new(23);
+    let mut wide = 0;
+    for (n, c, hw, s, p) in DW8_SHAPES {
+        let g = geom(n, c, c, hw, [3, 3], s, p, [1, 1], c).unwrap();
+        let x = random(&mut rng, n * c * hw[0] * hw[1]);
+        let w = random(&mut rng, c * 9);
+        let b = random(&mut rng, c);
+        let gy = random(&mut rng, n * c * g.oh * g.ow);
+        let (y0, gx0, gw0) = (
+            random(&mut rng, gy.len()),
+            random(&mut rng, x.len()),
+            random(&mut rng, w.len()),
+        );
+        let (mut y16, mut y8) = (y0.clone(), y0.clone());
+        assert!(lanes16::conv2d_forward(&g, &x, &w, Some(&b), &mut y16));
+        assert!(lanes8::conv2d_forward(&g, &x, &w, Some(&b), &mut y8));
+        assert_eq!(bits(&y16), bits(&y8), "forward {g:?}");
+        let (mut gx16, mut gx8) = (gx0.clone(), gx0.clone());
+        assert!(lanes16::conv2d_backward_input(&g, &gy, &w, &mut gx16));
+        assert!(lanes8::conv2d_backward_input(&g, &gy, &w, &mut gx8));
+        assert_eq!(bits(&gx16), bits(&gx8), "backward-input {g:?}");
+        let (mut gw16, mut gw8) = (gw0.clone(), gw0.clone());
+        assert!(lanes16::conv2d_backward_weight(&g, &gy, &x, &mut gw16));
+        assert!(lanes8::conv2d_backward_weight(&g, &gy, &x, &mut gw8));
+        assert_eq!(bits(&gw16), bits(&gw8), "backward-weight {g:?}");
+        wide += usize::from(c % 16 == 0);
+    }
+    assert_eq!(wide, 8);
 }
 
 #[test]
@@ -426,11 +486,23 @@ type Both = fn(&ConvGeom, &[f32], &[f32], &[f32], &mut [f32], &mut [f32]) -> boo
 fn depthwise_backward_in_one_walk_is_the_two_passes() {
     use super::dw8::{self, portable_only as portable};
     let mut rng = Rng::new(19);
-    let both: [(Bwd, Bwd, Both); 2] = [
+    let both = [
         (
-            dw8::conv2d_backward_input,
-            dw8::conv2d_backward_weight,
-            dw8::conv2d_backward_both,
+            dw8::conv2d_backward_input as Bwd,
+            dw8::conv2d_backward_weight as Bwd,
+            dw8::conv2d_backward_both as Both,
+        ),
+        #[cfg(target_arch = "x86_64")]
+        (
+            dw8::avx2_only::conv2d_backward_input,
+            dw8::avx2_only::conv2d_backward_weight,
+            dw8::avx2_only::conv2d_backward_both,
+        ),
+        #[cfg(target_arch = "x86_64")]
+        (
+            dw8::avx16_only::conv2d_backward_input,
+            dw8::avx16_only::conv2d_backward_weight,
+            dw8::avx16_only::conv2d_backward_both,
         ),
         (
             portable::conv2d_backward_input,

@@ -318,6 +318,20 @@ pub(crate) fn transpose8x2(r: [F16; 8]) -> [F16; 8] {
     ]
 }
 
+/// The even and the odd lanes of the 32 words `lo`, `hi` (lanes 0-15, 16-31), each
+/// in order: `([w0, w2, .., w30], [w1, w3, .., w31])`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn evens_odds(lo: F16, hi: F16) -> (F16, F16) {
+    use core::arch::x86_64::{_mm512_permutex2var_ps, _mm512_setr_epi32};
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    (
+        F16(_mm512_permutex2var_ps(lo.0, even, hi.0)),
+        F16(_mm512_permutex2var_ps(lo.0, odd, hi.0)),
+    )
+}
+
 /// Lanes 0-7 of `v`.
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -408,6 +422,14 @@ pub(super) fn winograd_run16(
 pub(super) fn one_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
     // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
     available() && unsafe { super::one16::forward(g, x, w, b, y) }
+}
+
+/// `one16_s2.rs`'s forward (one-input-channel 3x3 convolutions with stride 2 and
+/// padding 1, W2's stem); `false` (nothing written) without AVX-512F or for shapes it
+/// does not cover.
+pub(super) fn one_forward_s2(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one16_s2::forward(g, x, w, b, y) }
 }
 
 /// `one_weight16.rs`'s backward-weight (one-input-channel 3x3 "same" convolutions,

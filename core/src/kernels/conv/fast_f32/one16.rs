@@ -66,45 +66,76 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
     let mut buf = Buf([0.0f32; X_WORDS]);
     let buf = &mut buf.0;
     let offs: [usize; 9] = core::array::from_fn(|t| f.off(t));
-    // One block's tables serve every sample; more blocks are rebuilt per sample.
-    let one_block = cout <= CB;
     for grp in 0..g.groups {
-        let tables = one_block.then(|| Tables::new(w, b, grp * cout, cout));
+        let blocks = Blocks::new(w, b, grp * cout, cout);
         for n in 0..g.n {
             f.fill16(buf, &x[(n * g.c_in + grp) * hw..]);
-            for o0 in (0..cout).step_by(CB) {
-                let nb = CB.min(cout - o0);
-                let ch = grp * cout + o0;
-                let built;
-                let tb = match &tables {
-                    Some(t) => t,
-                    None => {
-                        built = Tables::new(w, b, ch, nb);
-                        &built
-                    }
-                };
-                let t = Fwd16 {
-                    hw,
-                    buf: &buf[..3 * f.chan],
-                    offs: &offs,
-                    wk: &tb.wk,
-                    bias: &tb.bias,
-                };
-                let dst = &mut y[(n * g.c_out + ch) * hw..][..nb * hw];
-                match nb {
-                    8 => t.plane::<8>(dst),
-                    7 => t.plane::<7>(dst),
-                    6 => t.plane::<6>(dst),
-                    5 => t.plane::<5>(dst),
-                    4 => t.plane::<4>(dst),
-                    3 => t.plane::<3>(dst),
-                    2 => t.plane::<2>(dst),
-                    _ => t.plane::<1>(dst),
-                }
-            }
+            let dst = &mut y[(n * g.c_out + grp * cout) * hw..][..cout * hw];
+            blocks.run(&buf[..3 * f.chan], &offs, hw, dst);
         }
     }
     true
+}
+
+/// One group's output channels in blocks of up to [`CB`]: their weights and biases,
+/// built once where the group has one block.
+pub(super) struct Blocks<'a> {
+    w: &'a [f32],
+    b: Option<&'a [f32]>,
+    /// The group's first channel and channel count.
+    ch: usize,
+    cout: usize,
+    tables: Option<Tables>,
+}
+
+impl<'a> Blocks<'a> {
+    /// The `cout` channels from `ch`.
+    pub(super) fn new(w: &'a [f32], b: Option<&'a [f32]>, ch: usize, cout: usize) -> Self {
+        // One block's tables serve every sample; more blocks are rebuilt per sample.
+        let tables = (cout <= CB).then(|| Tables::new(w, b, ch, cout));
+        Blocks {
+            w,
+            b,
+            ch,
+            cout,
+            tables,
+        }
+    }
+
+    /// Every output of the group's channels over one sample (`dst`, planes `hw` apart),
+    /// tap `t` reading `buf` at `offs[t]` past the output's flat position.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) fn run(&self, buf: &[f32], offs: &[usize; 9], hw: usize, dst: &mut [f32]) {
+        for o0 in (0..self.cout).step_by(CB) {
+            let nb = CB.min(self.cout - o0);
+            let built;
+            let tb = match &self.tables {
+                Some(t) => t,
+                None => {
+                    built = Tables::new(self.w, self.b, self.ch + o0, nb);
+                    &built
+                }
+            };
+            let t = Fwd16 {
+                hw,
+                buf,
+                offs,
+                wk: &tb.wk,
+                bias: &tb.bias,
+            };
+            let dst = &mut dst[o0 * hw..][..nb * hw];
+            match nb {
+                8 => t.plane::<8>(dst),
+                7 => t.plane::<7>(dst),
+                6 => t.plane::<6>(dst),
+                5 => t.plane::<5>(dst),
+                4 => t.plane::<4>(dst),
+                3 => t.plane::<3>(dst),
+                2 => t.plane::<2>(dst),
+                _ => t.plane::<1>(dst),
+            }
+        }
+    }
 }
 
 /// One block's weights `[tap][channel]` and biases; a short block repeats its last

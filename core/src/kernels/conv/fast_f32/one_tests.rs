@@ -390,3 +390,47 @@ fn one_channel_backward_input_keeps_an_infinite_gradient_to_its_neighbours() {
         }
     }
 }
+
+#[test]
+fn one_channel_stride_2_forward_matches_generic() {
+    // W2's stem at 28x28 (batch 32) and 20x14; odd planes, rows of 33 (a partial second
+    // chunk of 16 outputs), a last block of 1 channel and 300 channels, two groups, the
+    // smallest output that fills a vector; then shapes `one16_s2.rs` declines (fewer
+    // than 16 outputs, a plane too large for its buffer, other paddings).
+    if !super::avx512::available() {
+        return;
+    }
+    let mut rng = Rng::new(29);
+    for (n, c_in, c_out, hw, p, groups, taken) in [
+        (32, 1, 8, [28, 28], [1, 1], 1, true),
+        (1, 1, 8, [20, 14], [1, 1], 1, true),
+        (2, 1, 3, [7, 33], [1, 1], 1, true),
+        (3, 1, 9, [31, 9], [1, 1], 1, true),
+        (2, 2, 6, [11, 12], [1, 1], 2, true),
+        (1, 1, 300, [8, 8], [1, 1], 1, true),
+        (1, 1, 8, [5, 5], [1, 1], 1, false),
+        (1, 1, 8, [64, 64], [1, 1], 1, false),
+        (1, 1, 8, [28, 28], [0, 0], 1, false),
+        (1, 1, 8, [28, 28], [2, 2], 1, false),
+    ] {
+        let g = geom(n, c_in, c_out, hw, [3, 3], [2, 2], p, [1, 1], groups).unwrap();
+        let x = random(&mut rng, n * c_in * hw[0] * hw[1]);
+        let w = random(&mut rng, c_out * 9);
+        let b = random(&mut rng, c_out);
+        let y0 = random(&mut rng, n * c_out * g.oh * g.ow);
+        let (mut want, mut got) = (y0.clone(), y0.clone());
+        generic::conv2d_forward(&g, &x, &w, Some(&b), &mut want);
+        assert_eq!(
+            super::avx512::one_forward_s2(&g, &x, &w, Some(&b), &mut got),
+            taken,
+            "{g:?}"
+        );
+        if !taken {
+            assert_eq!(got, y0, "{g:?}: declined but wrote");
+            continue;
+        }
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{g:?} [{i}]: {a} vs {b}");
+        }
+    }
+}

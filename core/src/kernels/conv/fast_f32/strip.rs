@@ -357,7 +357,7 @@ impl Tiles<'_> {
 /// Only on a CPU with AVX2 and FMA (see `avx2::available`).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
-    if super::one::conv2d_forward(g, x, w, b, y) {
+    if super::one::conv2d_forward(g, x, w, b, y) || super::avx512::one_forward_s2(g, x, w, b, y) {
         return true;
     }
     if super::avx512::pointwise_forward(g, x, w, b, y) {

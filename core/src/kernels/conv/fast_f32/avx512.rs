@@ -432,6 +432,12 @@ pub(super) fn one_forward_s2(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32
     available() && unsafe { super::one16_s2::forward(g, x, w, b, y) }
 }
 
+/// `one16_s2.rs`'s backward-weight (the shapes of [`one_forward_s2`]); `false` as it.
+pub(super) fn one_backward_weight_s2(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    // SAFETY: `available` checked that the CPU and the OS support AVX-512F, AVX2 and FMA.
+    available() && unsafe { super::one16_s2::backward_weight(g, gy, x, gw) }
+}
+
 /// `one_weight16.rs`'s backward-weight (one-input-channel 3x3 "same" convolutions,
 /// 16 flat positions per vector); `false` (nothing written) without AVX-512F or for
 /// shapes it does not cover.

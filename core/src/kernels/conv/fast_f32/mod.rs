@@ -18,9 +18,10 @@
 //!   `one_input.rs` (backward-input): flat positions, read and written in place;
 //!   with AVX-512F all three take 16 lanes (`one16.rs`, `one_weight16.rs`: 8
 //!   channels per tile; `one_input16.rs`: up to 7 rows x 14 outputs per tile, each
-//!   gradient row loaded once per channel), and the forward of such convolutions with
-//!   stride 2 (W2's stem) takes `one16.rs`'s tiles over six copies of the input split
-//!   by row and column parity (`one16_s2.rs`).
+//!   gradient row loaded once per channel); such convolutions with stride 2 (W2's
+//!   stem) take the forward and backward-weight tiles of `one16.rs` and
+//!   `one_weight16.rs` over six copies of the input split by row parity and kernel
+//!   column (`one16_s2.rs`).
 //! - With AVX-512F, 1x1 stride-1 convolutions (W2's expand and project layers) take
 //!   `pw16.rs` first, forward and backward-input: matrix products over 16 positions
 //!   per vector; and `pw_weight16.rs` for backward-weight on planes of 32 positions

@@ -1,5 +1,6 @@
 //! One-input-channel 3x3 convolutions with stride 2 and padding 1 (W2's stem) on 16
-//! lanes (AVX-512F), through `one16.rs`'s stride-1 tiles.
+//! lanes (AVX-512F), forward and backward-weight, through the stride-1 tiles of
+//! `one16.rs` and `one_weight16.rs`.
 //!
 //! - The input plane is split into six copies, one per row parity `a` and kernel
 //!   column `kx`: copy `(a, kx)` holds, at flat position `i * ow + ox`, the input at
@@ -11,20 +12,19 @@
 //!   even and odd words: kernel column 1 reads the even ones, 2 the odd ones, and 0
 //!   the odd ones one position later.
 //! - Each output sums the bias, then the taps in order, as the generic kernel does.
+//! - Backward-weight runs `one_weight16.rs`'s sweeps over the same copies.
 
 use super::avx512::{evens_odds, load16_first, splat16, store16_first};
+use super::one::{Buf, X_WORDS};
 use super::one16::Blocks;
+use super::one_weight16::{sums, Copies};
 use crate::kernels::conv::ConvGeom;
 
-/// Words of the six copies (24 KiB): planes up to about 64x64.
-const S2_WORDS: usize = 6144;
-
-/// The stack buffer of the six copies, aligned to a cache line.
-#[repr(align(64))]
-struct Copies([f32; S2_WORDS]);
+/// Words of the six copies: `one.rs`'s buffer (24 KiB), planes up to about 64x64.
+const S2_WORDS: usize = X_WORDS;
 
 /// The covered shapes' layout: input and output sizes, words per copy.
-struct Split {
+pub(super) struct Split {
     h: usize,
     w: usize,
     oh: usize,
@@ -34,7 +34,7 @@ struct Split {
 
 impl Split {
     /// The layout for `g`, or `None` if this file does not cover it.
-    fn new(g: &ConvGeom) -> Option<Split> {
+    pub(super) fn new(g: &ConvGeom) -> Option<Split> {
         let fits = g.stride == [2, 2]
             && g.dil == [1, 1]
             && [g.kh, g.kw] == [3, 3]
@@ -58,8 +58,13 @@ impl Split {
         })
     }
 
+    /// Words of the six copies.
+    pub(super) fn words(&self) -> usize {
+        6 * self.copy
+    }
+
     /// Where tap `t` reads, past an output's flat position.
-    fn off(&self, t: usize) -> usize {
+    pub(super) fn off(&self, t: usize) -> usize {
         let (ky, kx) = (t / 3, t % 3);
         let a = usize::from(ky == 1);
         (a * 3 + kx) * self.copy + if ky == 2 { self.ow } else { 0 }
@@ -67,7 +72,7 @@ impl Split {
 
     /// The six copies of the plane `x`.
     #[target_feature(enable = "avx2,fma,avx512f")]
-    fn fill(&self, buf: &mut [f32], x: &[f32]) {
+    pub(super) fn fill(&self, buf: &mut [f32], x: &[f32]) {
         let (w, ow) = (self.w, self.ow);
         for a in 0..2 {
             let [c0, c1, c2] = [0, 1, 2].map(|kx| (a * 3 + kx) * self.copy);
@@ -113,8 +118,8 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
     };
     let cout = g.c_out / g.groups;
     let (plane, hw) = (g.h * g.w, s.oh * s.ow);
-    let mut buf = Copies([0.0f32; S2_WORDS]);
-    let buf = &mut buf.0[..6 * s.copy];
+    let mut buf = Buf([0.0f32; S2_WORDS]);
+    let buf = &mut buf.0[..s.words()];
     let offs: [usize; 9] = core::array::from_fn(|t| s.off(t));
     for grp in 0..g.groups {
         let blocks = Blocks::new(w, b, grp * cout, cout);
@@ -124,5 +129,16 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
             blocks.run(buf, &offs, hw, dst);
         }
     }
+    true
+}
+
+/// `gw += correlate(gy, x)` for the shapes [`forward`] takes (`one_weight16.rs`'s
+/// tiles on the six copies); `false` (nothing written) for others.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(super) fn backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+    let Some(s) = Split::new(g) else {
+        return false;
+    };
+    sums(g, Copies::Halved(&s), gy, x, gw);
     true
 }

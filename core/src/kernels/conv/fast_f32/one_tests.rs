@@ -17,7 +17,7 @@ use crate::init::Rng;
 use crate::kernels::conv::{self as generic, ConvGeom};
 use crate::kernels::test_shapes::{geom, random};
 
-/// `gw` and the sum of the products' sizes per entry, in f64.
+/// `gw` and the sum of the products' sizes per entry, in f64 (any stride).
 fn weight_f64(g: &ConvGeom, gy: &[f32], x: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let cout = g.c_out / g.groups;
     let (mut gw, mut size) = (vec![0.0f64; g.c_out * 9], vec![0.0f64; g.c_out * 9]);
@@ -28,8 +28,8 @@ fn weight_f64(g: &ConvGeom, gy: &[f32], x: &[f32]) -> (Vec<f64>, Vec<f64>) {
                 let (ky, kx) = (t / 3, t % 3);
                 for oy in 0..g.oh {
                     for ox in 0..g.ow {
-                        let iy = (oy + ky) as isize - g.pad[0] as isize;
-                        let ix = (ox + kx) as isize - g.pad[1] as isize;
+                        let iy = (oy * g.stride[0] + ky) as isize - g.pad[0] as isize;
+                        let ix = (ox * g.stride[1] + kx) as isize - g.pad[1] as isize;
                         if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize {
                             continue;
                         }
@@ -392,11 +392,12 @@ fn one_channel_backward_input_keeps_an_infinite_gradient_to_its_neighbours() {
 }
 
 #[test]
-fn one_channel_stride_2_forward_matches_generic() {
+fn one_channel_stride_2_forward_and_weight_match_generic() {
     // W2's stem at 28x28 (batch 32) and 20x14; odd planes, rows of 33 (a partial second
-    // chunk of 16 outputs), a last block of 1 channel and 300 channels, two groups, the
-    // smallest output that fills a vector; then shapes `one16_s2.rs` declines (fewer
-    // than 16 outputs, a plane too large for its buffer, other paddings).
+    // chunk of 16 outputs), a last block of 1 channel and 300 channels (several
+    // backward-weight chunks), two groups, the smallest output that fills a vector;
+    // then shapes `one16_s2.rs` declines (fewer than 16 outputs, a plane too large for
+    // its buffer, other paddings).
     if !super::avx512::available() {
         return;
     }
@@ -425,12 +426,29 @@ fn one_channel_stride_2_forward_matches_generic() {
             taken,
             "{g:?}"
         );
+        let gy = random(&mut rng, y0.len());
+        let gw0 = random(&mut rng, w.len());
+        let mut gw = gw0.clone();
+        assert_eq!(
+            super::avx512::one_backward_weight_s2(&g, &gy, &x, &mut gw),
+            taken,
+            "{g:?}"
+        );
         if !taken {
-            assert_eq!(got, y0, "{g:?}: declined but wrote");
+            assert_eq!((got, gw), (y0, gw0), "{g:?}: declined but wrote");
             continue;
         }
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{g:?} [{i}]: {a} vs {b}");
+        }
+        let (gw_want, size) = weight_f64(&g, &gy, &x);
+        for i in 0..gw.len() {
+            let got = (gw[i] - gw0[i]) as f64;
+            assert!(
+                (got - gw_want[i]).abs() <= 1e-5 * size[i] + 1e-5,
+                "backward-weight {g:?} [{i}]: {got} vs {}",
+                gw_want[i]
+            );
         }
     }
 }

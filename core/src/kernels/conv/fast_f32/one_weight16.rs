@@ -1,8 +1,8 @@
 //! `one.rs`'s backward-weight with AVX-512F: `gw[o][t] += sum over positions p of
 //! gy[o][p] * x[p + tap t]`, 16 flat positions per vector.
 //!
-//! - The input is read from `one.rs`'s three zero-bordered copies (`Flat`), the output
-//!   gradient in place.
+//! - The input is read from `one.rs`'s three zero-bordered copies (`Flat`), or for
+//!   stride 2 from `one16_s2.rs`'s six (`Copies`), the output gradient in place.
 //! - A tile is up to 8 output channels x the 3 taps of one kernel row: 24 vectors of
 //!   16-lane partial sums. Per 16 positions 3 input loads and 8 gradient loads feed
 //!   24 multiply-adds, no broadcasts. The partial sums stay in a stack buffer between
@@ -14,6 +14,7 @@
 
 use super::avx512::{fma16, load16, load16_first, splat16, store16, F16};
 use super::one::{Buf, Flat, X_WORDS};
+use super::one16_s2::Split;
 use crate::kernels::conv::ConvGeom;
 
 /// Output channels per tile.
@@ -31,10 +32,52 @@ pub(super) fn backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     if f.hw < 16 {
         return false;
     }
+    sums(g, Copies::Same(&f), gy, x, gw);
+    true
+}
+
+/// Where each sample's input plane is copied and read: `one.rs`'s three copies
+/// (stride 1) or `one16_s2.rs`'s six (stride 2).
+pub(super) enum Copies<'a> {
+    Same(&'a Flat),
+    Halved(&'a Split),
+}
+
+impl Copies<'_> {
+    /// Words of the copies.
+    fn words(&self) -> usize {
+        match self {
+            Copies::Same(f) => 3 * f.chan,
+            Copies::Halved(s) => s.words(),
+        }
+    }
+
+    /// Where tap `t` reads, past an output's flat position.
+    fn off(&self, t: usize) -> usize {
+        match self {
+            Copies::Same(f) => f.off(t),
+            Copies::Halved(s) => s.off(t),
+        }
+    }
+
+    /// The copies of the input plane `x`.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    fn fill(&self, buf: &mut [f32], x: &[f32]) {
+        match self {
+            Copies::Same(f) => f.fill16(buf, x),
+            Copies::Halved(s) => s.fill(buf, x),
+        }
+    }
+}
+
+/// `gw += correlate(gy, x)` with the taps read from `copies` of each input plane.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(super) fn sums(g: &ConvGeom, copies: Copies, gy: &[f32], x: &[f32], gw: &mut [f32]) {
     let cout = g.c_out / g.groups;
-    let hw = f.hw;
+    let (plane, hw) = (g.h * g.w, g.oh * g.ow);
     let mut buf = Buf([0.0f32; X_WORDS]);
-    let buf = &mut buf.0;
+    let buf = &mut buf.0[..copies.words()];
+    let offs: [usize; 9] = core::array::from_fn(|t| copies.off(t));
     // `[channel][tap][lane]`.
     let mut lanes = [0.0f32; OC_CHUNK * 9 * 16];
     for grp in 0..g.groups {
@@ -43,13 +86,14 @@ pub(super) fn backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
             let lanes = &mut lanes[..m * 144];
             lanes.fill(0.0);
             for n in 0..g.n {
-                f.fill16(buf, &x[(n * g.c_in + grp) * hw..]);
+                copies.fill(buf, &x[(n * g.c_in + grp) * plane..][..plane]);
                 let planes = &gy[(n * g.c_out + grp * cout + c0) * hw..][..m * hw];
                 for o0 in (0..m).step_by(CB) {
                     let nb = CB.min(m - o0);
                     let s = Sums16 {
-                        f: &f,
-                        buf: &buf[..3 * f.chan],
+                        hw,
+                        offs: &offs,
+                        buf,
                         gy: &planes[o0 * hw..][..nb * hw],
                     };
                     let l = &mut lanes[o0 * 144..][..nb * 144];
@@ -75,7 +119,6 @@ pub(super) fn backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
             }
         }
     }
-    true
 }
 
 /// The sum of 16 lanes, pairwise (also `pw_weight16.rs`'s).
@@ -86,7 +129,9 @@ pub(super) fn lane_sum(l: &[f32]) -> f32 {
 
 /// Backward-weight tiles over one sample.
 struct Sums16<'a> {
-    f: &'a Flat,
+    /// Outputs per plane, and where tap `t` reads in `buf` past an output's position.
+    hw: usize,
+    offs: &'a [usize; 9],
     buf: &'a [f32],
     /// The output-gradient planes of the block's channels.
     gy: &'a [f32],
@@ -97,8 +142,8 @@ impl Sums16<'_> {
     /// for `B` channels.
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn row<const B: usize>(&self, ky: usize, lanes: &mut [f32]) {
-        let hw = self.f.hw;
-        let offs = [self.f.off(3 * ky), self.f.off(3 * ky + 1), self.f.off(3 * ky + 2)];
+        let hw = self.hw;
+        let offs = [self.offs[3 * ky], self.offs[3 * ky + 1], self.offs[3 * ky + 2]];
         // Positions before the first 64-byte boundary of channel 0's gradient, then
         // whole vectors, then what is left.
         let skew = (self.gy.as_ptr() as usize / 4) % 16;

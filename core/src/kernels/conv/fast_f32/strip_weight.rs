@@ -18,7 +18,8 @@ use crate::kernels::conv::ConvGeom;
 /// `gw += correlate(gy, x)` for stride 1; `false` (nothing written) for other shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-    if super::one::conv2d_backward_weight(g, gy, x, gw) {
+    if super::one::conv2d_backward_weight(g, gy, x, gw) || super::avx512::one_backward_weight_s2(g, gy, x, gw)
+    {
         return true;
     }
     if super::winograd_weight::pays(g) && super::winograd_weight::conv2d_backward_weight(g, gy, x, gw) {

@@ -1,5 +1,5 @@
 //! The bodies of the cargo-fuzz targets in `core/fuzz/` (`weights_load`,
-//! `conformance_case`), kept here so that `tests/tests/weights_fuzz_regressions.rs`
+//! `conformance_case`, `model_load`, `onnx_import`), kept here so that `tests/tests/weights_fuzz_regressions.rs`
 //! replays every input the fuzzers ever crashed on with a plain `cargo test`.
 
 use arbitrary::{Result, Unstructured};
@@ -258,6 +258,33 @@ pub fn model_load(data: &[u8]) {
     let Ok(file) = torchlet::model::ModelFile::parse(&bytes) else {
         return;
     };
+    run_model_file(file, &bytes);
+}
+
+/// Fuzzes the ONNX importer (`torchlet_onnx`): the first byte's low bit asks to fold
+/// BatchNorm, the rest is the ONNX file (no external data). A model that imports is
+/// then what `torchlet convert` makes of it, a model file, and goes through
+/// [`model_load`]'s checks. Invariants: no panic; an imported model encodes into a
+/// model file that parses.
+pub fn onnx_import(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let options = torchlet_onnx::Options {
+        fold_bn: mode & 1 == 1,
+    };
+    let Ok(spec) = torchlet_onnx::import(rest, None, &options) else {
+        return;
+    };
+    let Ok(bytes) = torchlet::model::encode(&spec) else {
+        return;
+    };
+    let file = torchlet::model::ModelFile::parse(&bytes).unwrap();
+    run_model_file(file, &bytes);
+}
+
+/// [`model_load`]'s checks of a parsed model file `bytes`.
+fn run_model_file(file: torchlet::model::ModelFile<'_>, bytes: &[u8]) {
     // Every file that parses is what encode writes for its spec, and nothing else.
     assert_eq!(torchlet::model::encode(&file.to_spec()).unwrap(), bytes);
     for n in file.nodes() {

@@ -48,6 +48,11 @@ fn model_load_inputs_replay_without_panic() {
 }
 
 #[test]
+fn onnx_import_inputs_replay_without_panic() {
+    assert!(replay("onnx_import", fuzzing::onnx_import) >= 7);
+}
+
+#[test]
 fn a_file_written_by_an_independent_python_writer_loads() {
     // seeds/weights_load/tiny: a mode byte, then a file that a 15-line Python writer
     // made from the layout table in core/src/io/mod.rs alone.

@@ -401,73 +401,71 @@ pub(super) mod portable_only {
     }
 }
 
-/// The AVX2 instance (8 lanes) of the three passes and of both backward passes at once,
-/// whatever the channel count; `false` without AVX2 (for the tests: the dispatch takes
-/// 16 lanes where it can).
+/// A test-only module `$name` with one instance's three passes and both backward
+/// passes at once, whatever the channel count; `false` where the CPU lacks the
+/// instance's features (the dispatch takes 16 lanes only for whole blocks of 16).
 #[cfg(all(test, target_arch = "x86_64"))]
-pub(super) mod avx2_only {
-    use super::super::avx2;
-    use super::{ConvGeom, Dw, Pass};
+macro_rules! instance_only {
+    ($name:ident, $what:literal, $m:ident, $fwd:ident, $input:ident, $weight:ident, $both:ident) => {
+        #[doc = $what]
+        pub(super) mod $name {
+            use super::super::$m;
+            use super::{ConvGeom, Dw, Pass};
 
-    /// 8-lane [`super::conv2d_forward`].
-    pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
-        Dw::new(g, Pass::Forward).is_some_and(|d| avx2::dw8_forward(&d, x, w, b, y))
-    }
-    /// 8-lane [`super::conv2d_backward_input`].
-    pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
-        Dw::new(g, Pass::Input).is_some_and(|d| avx2::dw8_backward_input(&d, gy, w, gx))
-    }
-    /// 8-lane [`super::conv2d_backward_weight`].
-    pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-        Dw::new(g, Pass::Weight).is_some_and(|d| avx2::dw8_backward_weight(&d, gy, x, gw))
-    }
-    /// 8-lane [`super::conv2d_backward_both`].
-    pub fn conv2d_backward_both(
-        g: &ConvGeom,
-        gy: &[f32],
-        x: &[f32],
-        w: &[f32],
-        gx: &mut [f32],
-        gw: &mut [f32],
-    ) -> bool {
-        let (Some(di), Some(dw)) = (Dw::new(g, Pass::Input), Dw::new(g, Pass::Weight)) else {
-            return false;
-        };
-        avx2::dw8_backward_both(&di, &dw, gy, x, w, gx, gw)
-    }
+            /// The instance's [`super::conv2d_forward`].
+            pub fn conv2d_forward(
+                g: &ConvGeom,
+                x: &[f32],
+                w: &[f32],
+                b: Option<&[f32]>,
+                y: &mut [f32],
+            ) -> bool {
+                Dw::new(g, Pass::Forward).is_some_and(|d| $m::$fwd(&d, x, w, b, y))
+            }
+            /// The instance's [`super::conv2d_backward_input`].
+            pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
+                Dw::new(g, Pass::Input).is_some_and(|d| $m::$input(&d, gy, w, gx))
+            }
+            /// The instance's [`super::conv2d_backward_weight`].
+            pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
+                Dw::new(g, Pass::Weight).is_some_and(|d| $m::$weight(&d, gy, x, gw))
+            }
+            /// The instance's [`super::conv2d_backward_both`].
+            pub fn conv2d_backward_both(
+                g: &ConvGeom,
+                gy: &[f32],
+                x: &[f32],
+                w: &[f32],
+                gx: &mut [f32],
+                gw: &mut [f32],
+            ) -> bool {
+                let (Some(di), Some(dw)) = (Dw::new(g, Pass::Input), Dw::new(g, Pass::Weight)) else {
+                    return false;
+                };
+                $m::$both(&di, &dw, gy, x, w, gx, gw)
+            }
+        }
+    };
 }
 
-/// The AVX-512F instance (16 lanes) of the three passes and of both backward passes at
-/// once, whatever the channel count; `false` without AVX-512F (for the tests).
 #[cfg(all(test, target_arch = "x86_64"))]
-pub(super) mod avx16_only {
-    use super::super::avx512;
-    use super::{ConvGeom, Dw, Pass};
+instance_only!(
+    avx2_only,
+    "The AVX2 instance (8 lanes), for the tests.",
+    avx2,
+    dw8_forward,
+    dw8_backward_input,
+    dw8_backward_weight,
+    dw8_backward_both
+);
 
-    /// 16-lane [`super::conv2d_forward`].
-    pub fn conv2d_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
-        Dw::new(g, Pass::Forward).is_some_and(|d| avx512::dw16_forward(&d, x, w, b, y))
-    }
-    /// 16-lane [`super::conv2d_backward_input`].
-    pub fn conv2d_backward_input(g: &ConvGeom, gy: &[f32], w: &[f32], gx: &mut [f32]) -> bool {
-        Dw::new(g, Pass::Input).is_some_and(|d| avx512::dw16_backward_input(&d, gy, w, gx))
-    }
-    /// 16-lane [`super::conv2d_backward_weight`].
-    pub fn conv2d_backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32]) -> bool {
-        Dw::new(g, Pass::Weight).is_some_and(|d| avx512::dw16_backward_weight(&d, gy, x, gw))
-    }
-    /// 16-lane [`super::conv2d_backward_both`].
-    pub fn conv2d_backward_both(
-        g: &ConvGeom,
-        gy: &[f32],
-        x: &[f32],
-        w: &[f32],
-        gx: &mut [f32],
-        gw: &mut [f32],
-    ) -> bool {
-        let (Some(di), Some(dw)) = (Dw::new(g, Pass::Input), Dw::new(g, Pass::Weight)) else {
-            return false;
-        };
-        avx512::dw16_backward_both(&di, &dw, gy, x, w, gx, gw)
-    }
-}
+#[cfg(all(test, target_arch = "x86_64"))]
+instance_only!(
+    avx16_only,
+    "The AVX-512F instance (16 lanes), for the tests.",
+    avx512,
+    dw16_forward,
+    dw16_backward_input,
+    dw16_backward_weight,
+    dw16_backward_both
+);

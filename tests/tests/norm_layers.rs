@@ -68,6 +68,45 @@ fn batch_norm2d_trains_on_batch_statistics_and_evals_on_running_ones() {
     assert_eq!(g.data(rm).unwrap(), &before[..], "eval does not update them");
 }
 
+/// `forward_consuming` gives `forward`'s values; without gradients (and in eval mode)
+/// the output takes over the input's memory, so the arena's high-water is one plane
+/// set lower; in training mode it is `forward` and a `free`.
+#[test]
+fn batch_norm2d_forward_consuming_writes_over_its_input_where_it_can() {
+    let x_data = values(2 * 3 * 4 * 5, 7);
+    // (training mode, gradients on): whether the output may take over the input.
+    for (training, grads, in_place) in [(false, false, true), (false, true, false), (true, false, false)] {
+        let run = |consuming: bool| {
+            let mut arena = vec![0.0f32; 1 << 14];
+            let mut g: Graph<f32, 32> = Graph::new(&mut arena);
+            let bn = BatchNorm2d::new(&mut g, 3).unwrap();
+            g.param_data_mut(bn.running_mean.unwrap())
+                .unwrap()
+                .copy_from_slice(&[0.5, -0.25, 1.0]);
+            g.param_data_mut(bn.running_var.unwrap())
+                .unwrap()
+                .copy_from_slice(&[2.0, 0.5, 1.5]);
+            g.set_training(training);
+            g.set_grad_enabled(grads);
+            let before = g.arena().high_water_bytes();
+            let x = g.input(&[2, 3, 4, 5], &x_data).unwrap();
+            let y = match consuming {
+                true => bn.forward_consuming(&mut g, x).unwrap(),
+                false => bn.forward(&mut g, x).unwrap(),
+            };
+            assert_eq!(consuming, g.data(x).is_err(), "consumed input refused afterwards");
+            (g.data(y).unwrap().to_vec(), g.arena().high_water_bytes() - before)
+        };
+        let ((want, separate), (got, consumed)) = (run(false), run(true));
+        assert_eq!(got, want, "training {training}, gradients {grads}");
+        let plane_set = 2 * 3 * 4 * 5 * 4;
+        match in_place {
+            true => assert_eq!(consumed + plane_set, separate, "in place: no second output"),
+            false => assert_eq!(consumed, separate, "training {training}, gradients {grads}"),
+        }
+    }
+}
+
 #[test]
 fn running_statistics_survive_save_and_load() {
     let mut arena = vec![0.0f32; 1 << 14];

@@ -46,8 +46,7 @@ impl ConvBn {
 impl<S: Scalar, const N: usize> Block<S, N> for ConvBn {
     fn forward(&self, g: &mut Graph<'_, S, N>, x: Tensor) -> Result<Tensor> {
         let c = self.conv.forward(g, x)?;
-        let b = self.bn.forward(g, c)?;
-        g.free(c)?;
+        let b = self.bn.forward_consuming(g, c)?;
         if !self.relu6 {
             return Ok(b);
         }

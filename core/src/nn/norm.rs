@@ -117,6 +117,35 @@ impl BatchNorm2d {
     /// Applies the layer: batch statistics (and a running-statistics update) in
     /// training mode, running statistics in eval mode or with frozen statistics.
     pub fn forward<S: Scalar, const N: usize>(&self, g: &mut Graph<'_, S, N>, x: Tensor) -> Result<Tensor> {
+        let p = self.params(g, x)?;
+        g.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, p)
+    }
+
+    /// [`BatchNorm2d::forward`] that consumes `x`: the output takes over `x`'s memory
+    /// where [`Graph::batch_norm_`] allows it (fixed statistics, no gradient wanted for
+    /// the weight or compact saves, nothing else needing `x`), else it is a new tensor and `x` is
+    /// freed. In place, freeing `x` under the output does not make the arena move the
+    /// output down.
+    pub fn forward_consuming<S: Scalar, const N: usize>(
+        &self,
+        g: &mut Graph<'_, S, N>,
+        x: Tensor,
+    ) -> Result<Tensor> {
+        let p = self.params(g, x)?;
+        let weight_trains = match self.weight {
+            Some(w) => g.grad_enabled() && g.requires_grad(w)?,
+            None => false,
+        };
+        if !p.training && (!weight_trains || g.compact_saves()) && g.can_overwrite_tensor(x) {
+            return g.batch_norm_(x, self.weight, self.bias, self.running_mean, self.running_var, p);
+        }
+        let y = g.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, p)?;
+        g.free(x)?;
+        Ok(y)
+    }
+
+    /// The op's parameters for input `x` in `g`'s mode (a 4-dimensional `x` only).
+    fn params<S: Scalar, const N: usize>(&self, g: &Graph<'_, S, N>, x: Tensor) -> Result<BatchNormParams> {
         let rank = g.shape(x)?.rank();
         if rank != 4 {
             return Err(Error::ShapeMismatch {
@@ -127,12 +156,11 @@ impl BatchNorm2d {
             });
         }
         let tracked = self.running_mean.is_some();
-        let p = BatchNormParams {
+        Ok(BatchNormParams {
             training: !tracked || (g.is_training() && !self.frozen_stats),
             momentum: self.momentum,
             eps: self.eps,
-        };
-        g.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, p)
+        })
     }
 }
 

@@ -147,9 +147,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// [`Graph::batch_norm`] in place, for fixed statistics: the output takes over
     /// `x`'s memory and `x`'s handle is consumed (later use is refused). Refused, with
-    /// `x` left intact, in training mode, when the weight trains without
-    /// [`Graph::set_compact_saves`] (its gradient reads `x`), or when something
-    /// recorded still needs `x` or a view of it is alive.
+    /// `x` left intact, in training mode, when the weight's gradient is wanted without
+    /// [`Graph::set_compact_saves`] (it reads `x`), or when something recorded still
+    /// needs `x` or a view of it is alive.
     pub fn batch_norm_(
         &mut self,
         x: Tensor,
@@ -264,7 +264,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             false => Op::LEAF,
         };
         let out = match in_place {
-            true => self.batch_norm_take_over(xi, weight_trains && !compact, p, op, rg, saved_len)?,
+            // Without a record (no gradient wanted) nothing reads the input again.
+            true => self.batch_norm_take_over(xi, rg && weight_trains && !compact, p, op, rg, saved_len)?,
             false => self.push(xs, op, Some(Self::batch_norm_rule), rg, saved_len)?,
         };
         let node = self.nodes[out.id as usize];

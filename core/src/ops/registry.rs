@@ -197,5 +197,22 @@ mod tests {
         )
         .is_none());
         assert_eq!(g.data(a).unwrap(), &vals[..]);
+        // Without gradients nothing reads the input again: a trained scale is fine.
+        g.set_grad_enabled(false);
+        let want = (OpSpec::<f32, 64>::find("batch_norm").unwrap().call)(
+            &mut g,
+            &[Some(a), Some(trained_w), Some(b), Some(m), Some(v)],
+            &eval,
+        )
+        .unwrap();
+        let want = g.data(want).unwrap().to_vec();
+        let y = bn(
+            &mut g,
+            &[Some(a), Some(trained_w), Some(b), Some(m), Some(v)],
+            &eval,
+        );
+        let y = y.expect("applies").unwrap();
+        assert_eq!(g.data(y).unwrap(), &want[..]);
+        assert!(g.data(a).is_err(), "the input was overwritten");
     }
 }

@@ -363,7 +363,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// The in-place form by name ([`Graph::batch_norm_`]): only with fixed statistics
-    /// and a frozen scale (or compact saves), `None` otherwise.
+    /// and a frozen scale (or compact saves, or no gradients wanted), `None` otherwise.
     fn batch_norm_in_place(
         g: &mut Graph<'_, S, N>,
         t: &[Option<Tensor>],
@@ -373,7 +373,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
-        let weight_trains = opt(t, 1).is_some_and(|w| g.requires_grad(w).unwrap_or(true));
+        // A trained scale's gradient reads the input, when gradients are wanted.
+        let weight_trains = g.grad_enabled() && opt(t, 1).is_some_and(|w| g.requires_grad(w).unwrap_or(true));
         if p.training || (weight_trains && !g.compact_saves) {
             return None;
         }

@@ -19,6 +19,7 @@
 
 use super::avx512::{fma16, load16, load16_first, prefetch, splat16, store16, store16_first};
 use super::one::{Buf, Flat, Fwd, X_WORDS};
+use super::one16_s2::Split;
 use crate::kernels::conv::ConvGeom;
 
 impl Fwd<'_> {
@@ -61,25 +62,73 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
     if f.hw < 16 {
         return false;
     }
+    forward_from(g, Copies::Same(&f), x, w, b, y);
+    true
+}
+
+/// Where each sample's input plane is copied and read by the tiles of this file and of
+/// `one_weight16.rs`: `one.rs`'s three copies (stride 1) or `one16_s2.rs`'s six
+/// (stride 2).
+pub(super) enum Copies<'a> {
+    Same(&'a Flat),
+    Halved(&'a Split),
+}
+
+impl Copies<'_> {
+    /// Words of the copies.
+    pub(super) fn words(&self) -> usize {
+        match self {
+            Copies::Same(f) => 3 * f.chan,
+            Copies::Halved(s) => s.words(),
+        }
+    }
+
+    /// Where tap `t` reads, past an output's flat position.
+    pub(super) fn off(&self, t: usize) -> usize {
+        match self {
+            Copies::Same(f) => f.off(t),
+            Copies::Halved(s) => s.off(t),
+        }
+    }
+
+    /// The copies of the input plane `x`.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) fn fill(&self, buf: &mut [f32], x: &[f32]) {
+        match self {
+            Copies::Same(f) => f.fill16(buf, x),
+            Copies::Halved(s) => s.fill(buf, x),
+        }
+    }
+}
+
+/// `y = conv(x, w) + b` with the taps read from `copies` of each input plane.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(super) fn forward_from(
+    g: &ConvGeom,
+    copies: Copies,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    y: &mut [f32],
+) {
     let cout = g.c_out / g.groups;
-    let hw = f.hw;
+    let (plane, hw) = (g.h * g.w, g.oh * g.ow);
     let mut buf = Buf([0.0f32; X_WORDS]);
-    let buf = &mut buf.0;
-    let offs: [usize; 9] = core::array::from_fn(|t| f.off(t));
+    let buf = &mut buf.0[..copies.words()];
+    let offs: [usize; 9] = core::array::from_fn(|t| copies.off(t));
     for grp in 0..g.groups {
         let blocks = Blocks::new(w, b, grp * cout, cout);
         for n in 0..g.n {
-            f.fill16(buf, &x[(n * g.c_in + grp) * hw..]);
+            copies.fill(buf, &x[(n * g.c_in + grp) * plane..][..plane]);
             let dst = &mut y[(n * g.c_out + grp * cout) * hw..][..cout * hw];
-            blocks.run(&buf[..3 * f.chan], &offs, hw, dst);
+            blocks.run(buf, &offs, hw, dst);
         }
     }
-    true
 }
 
 /// One group's output channels in blocks of up to [`CB`]: their weights and biases,
 /// built once where the group has one block.
-pub(super) struct Blocks<'a> {
+struct Blocks<'a> {
     w: &'a [f32],
     b: Option<&'a [f32]>,
     /// The group's first channel and channel count.
@@ -90,7 +139,7 @@ pub(super) struct Blocks<'a> {
 
 impl<'a> Blocks<'a> {
     /// The `cout` channels from `ch`.
-    pub(super) fn new(w: &'a [f32], b: Option<&'a [f32]>, ch: usize, cout: usize) -> Self {
+    fn new(w: &'a [f32], b: Option<&'a [f32]>, ch: usize, cout: usize) -> Self {
         // One block's tables serve every sample; more blocks are rebuilt per sample.
         let tables = (cout <= CB).then(|| Tables::new(w, b, ch, cout));
         Blocks {
@@ -105,7 +154,7 @@ impl<'a> Blocks<'a> {
     /// Every output of the group's channels over one sample (`dst`, planes `hw` apart),
     /// tap `t` reading `buf` at `offs[t]` past the output's flat position.
     #[target_feature(enable = "avx2,fma,avx512f")]
-    pub(super) fn run(&self, buf: &[f32], offs: &[usize; 9], hw: usize, dst: &mut [f32]) {
+    fn run(&self, buf: &[f32], offs: &[usize; 9], hw: usize, dst: &mut [f32]) {
         for o0 in (0..self.cout).step_by(CB) {
             let nb = CB.min(self.cout - o0);
             let built;

@@ -15,13 +15,10 @@
 //! - Backward-weight runs `one_weight16.rs`'s sweeps over the same copies.
 
 use super::avx512::{evens_odds, load16_first, splat16, store16_first};
-use super::one::{Buf, X_WORDS};
-use super::one16::Blocks;
-use super::one_weight16::{sums, Copies};
+use super::one::X_WORDS;
+use super::one16::{forward_from, Copies};
+use super::one_weight16::sums;
 use crate::kernels::conv::ConvGeom;
-
-/// Words of the six copies: `one.rs`'s buffer (24 KiB), planes up to about 64x64.
-const S2_WORDS: usize = X_WORDS;
 
 /// The covered shapes' layout: input and output sizes, words per copy.
 pub(super) struct Split {
@@ -49,7 +46,8 @@ impl Split {
             return None;
         }
         let copy = (g.oh + 1).checked_mul(g.ow)?.next_multiple_of(16);
-        (copy.checked_mul(6)? <= S2_WORDS).then_some(Split {
+        // The six copies share `one.rs`'s buffer (24 KiB): planes up to about 64x64.
+        (copy.checked_mul(6)? <= X_WORDS).then_some(Split {
             h: g.h,
             w: g.w,
             oh: g.oh,
@@ -116,19 +114,7 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
     let Some(s) = Split::new(g) else {
         return false;
     };
-    let cout = g.c_out / g.groups;
-    let (plane, hw) = (g.h * g.w, s.oh * s.ow);
-    let mut buf = Buf([0.0f32; S2_WORDS]);
-    let buf = &mut buf.0[..s.words()];
-    let offs: [usize; 9] = core::array::from_fn(|t| s.off(t));
-    for grp in 0..g.groups {
-        let blocks = Blocks::new(w, b, grp * cout, cout);
-        for n in 0..g.n {
-            s.fill(buf, &x[(n * g.c_in + grp) * plane..][..plane]);
-            let dst = &mut y[(n * g.c_out + grp * cout) * hw..][..cout * hw];
-            blocks.run(buf, &offs, hw, dst);
-        }
-    }
+    forward_from(g, Copies::Halved(&s), x, w, b, y);
     true
 }
 

@@ -2,7 +2,7 @@
 //! gy[o][p] * x[p + tap t]`, 16 flat positions per vector.
 //!
 //! - The input is read from `one.rs`'s three zero-bordered copies (`Flat`), or for
-//!   stride 2 from `one16_s2.rs`'s six (`Copies`), the output gradient in place.
+//!   stride 2 from `one16_s2.rs`'s six (`one16.rs`'s `Copies`), the output gradient in place.
 //! - A tile is up to 8 output channels x the 3 taps of one kernel row: 24 vectors of
 //!   16-lane partial sums. Per 16 positions 3 input loads and 8 gradient loads feed
 //!   24 multiply-adds, no broadcasts. The partial sums stay in a stack buffer between
@@ -14,7 +14,7 @@
 
 use super::avx512::{fma16, load16, load16_first, splat16, store16, F16};
 use super::one::{Buf, Flat, X_WORDS};
-use super::one16_s2::Split;
+use super::one16::Copies;
 use crate::kernels::conv::ConvGeom;
 
 /// Output channels per tile.
@@ -34,40 +34,6 @@ pub(super) fn backward_weight(g: &ConvGeom, gy: &[f32], x: &[f32], gw: &mut [f32
     }
     sums(g, Copies::Same(&f), gy, x, gw);
     true
-}
-
-/// Where each sample's input plane is copied and read: `one.rs`'s three copies
-/// (stride 1) or `one16_s2.rs`'s six (stride 2).
-pub(super) enum Copies<'a> {
-    Same(&'a Flat),
-    Halved(&'a Split),
-}
-
-impl Copies<'_> {
-    /// Words of the copies.
-    fn words(&self) -> usize {
-        match self {
-            Copies::Same(f) => 3 * f.chan,
-            Copies::Halved(s) => s.words(),
-        }
-    }
-
-    /// Where tap `t` reads, past an output's flat position.
-    fn off(&self, t: usize) -> usize {
-        match self {
-            Copies::Same(f) => f.off(t),
-            Copies::Halved(s) => s.off(t),
-        }
-    }
-
-    /// The copies of the input plane `x`.
-    #[target_feature(enable = "avx2,fma,avx512f")]
-    fn fill(&self, buf: &mut [f32], x: &[f32]) {
-        match self {
-            Copies::Same(f) => f.fill16(buf, x),
-            Copies::Halved(s) => s.fill(buf, x),
-        }
-    }
 }
 
 /// `gw += correlate(gy, x)` with the taps read from `copies` of each input plane.

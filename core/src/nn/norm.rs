@@ -132,11 +132,7 @@ impl BatchNorm2d {
         x: Tensor,
     ) -> Result<Tensor> {
         let p = self.params(g, x)?;
-        let weight_trains = match self.weight {
-            Some(w) => g.grad_enabled() && g.requires_grad(w)?,
-            None => false,
-        };
-        if !p.training && (!weight_trains || g.compact_saves()) && g.can_overwrite_tensor(x) {
+        if g.batch_norm_in_place_applies(self.weight, p) && g.can_overwrite_tensor(x) {
             return g.batch_norm_(x, self.weight, self.bias, self.running_mean, self.running_var, p);
         }
         let y = g.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, p)?;

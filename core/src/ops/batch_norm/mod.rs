@@ -373,12 +373,19 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
-        // A trained scale's gradient reads the input, when gradients are wanted.
-        let weight_trains = g.grad_enabled() && opt(t, 1).is_some_and(|w| g.requires_grad(w).unwrap_or(true));
-        if p.training || (weight_trains && !g.compact_saves) {
+        if !g.batch_norm_in_place_applies(opt(t, 1), p) {
             return None;
         }
         Some(g.batch_norm_(opt(t, 0)?, opt(t, 1), opt(t, 2), opt(t, 3), opt(t, 4), p))
+    }
+
+    /// Whether [`Graph::batch_norm_`] takes a layer with this `weight` in this mode:
+    /// fixed statistics, and no gradient wanted for the weight (it would read the
+    /// input) or compact saves. The input must also be free to overwrite.
+    pub(crate) fn batch_norm_in_place_applies(&self, weight: Option<Tensor>, p: BatchNormParams) -> bool {
+        let weight_trains =
+            self.grad_enabled() && weight.is_some_and(|w| self.requires_grad(w).unwrap_or(true));
+        !p.training && (!weight_trains || self.compact_saves)
     }
 
     /// batch_norm by name (`training`, `momentum`, `eps`); gradients for input, weight

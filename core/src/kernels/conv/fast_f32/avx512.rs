@@ -117,6 +117,14 @@ pub(crate) fn fma16(a: F16, b: F16, c: F16) -> F16 {
     F16(_mm512_fmadd_ps(a.0, b.0, c.0))
 }
 
+/// `a * b + c` in the lanes whose bit is set in `keep`, `c` in the others (one
+/// instruction, as [`fma16`]).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn fma16_where(a: F16, b: F16, c: F16, keep: u16) -> F16 {
+    F16(core::arch::x86_64::_mm512_mask3_fmadd_ps(a.0, b.0, c.0, keep))
+}
+
 /// `a + b`, lane by lane.
 #[target_feature(enable = "avx512f")]
 #[inline]

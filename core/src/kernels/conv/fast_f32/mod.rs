@@ -68,6 +68,8 @@ mod one16;
 #[cfg(target_arch = "x86_64")]
 mod one16_s2;
 #[cfg(target_arch = "x86_64")]
+mod one_centre;
+#[cfg(target_arch = "x86_64")]
 mod one_input;
 #[cfg(target_arch = "x86_64")]
 mod one_input16;

@@ -1,10 +1,11 @@
 //! `one.rs`'s forward with AVX-512F: 16 consecutive flat outputs per vector, each
 //! output's sum in the 8-lane kernel's order (bias, then the taps in order).
 //!
-//! - [`forward`] reads `one.rs`'s three zero-bordered copies of the input plane
-//!   (`Flat`, filled 16 words at a time) with plain loads: masked loads, which would
-//!   spare the copies, cost more than the copies (their lanes' zeroing competes with
-//!   the multiply-adds).
+//! - [`forward`] reads the input plane in place, or near its first and last rows
+//!   from a copy between zeros, and masks the outer kernel columns' multiply-adds where
+//!   they would cross a row end (`one_centre.rs`). (Masked loads from `one.rs`'s
+//!   three copies cost more than the copies: their lanes' zeroing competes with the
+//!   multiply-adds; a masked multiply-add costs what a plain one does.)
 //! - A tile is up to 8 output channels x `V <= 3` vectors: per tap `V` loads and 8
 //!   broadcast weights feed `8 V` multiply-adds; the broadcasts, not the loads, are
 //!   what fewer channels per tile would save, and 8 channels need W1's input read once.
@@ -17,9 +18,12 @@
 //! - `Fwd::plane16` runs the same tiles for `one.rs`'s blocks of 4 channels (its
 //!   8-lane forward, which `forward8` reaches where [`forward`] declines).
 
-use super::avx512::{fma16, load16, load16_first, prefetch, splat16, store16, store16_first};
+use super::avx512::{
+    fma16, fma16_where, load16, load16_first, prefetch, splat16, store16, store16_first, F16,
+};
 use super::one::{Buf, Flat, Fwd, X_WORDS};
 use super::one16_s2::Split;
+use super::one_centre::Centre;
 use crate::kernels::conv::ConvGeom;
 
 impl Fwd<'_> {
@@ -38,7 +42,11 @@ impl Fwd<'_> {
         bias[..self.bias.len()].copy_from_slice(self.bias);
         let t = Fwd16 {
             hw: self.hw,
-            buf: self.buf,
+            src: Source {
+                buf: self.buf,
+                x: &[],
+                centre: None,
+            },
             offs: self.offs,
             wk: &wk,
             bias: &bias,
@@ -56,21 +64,22 @@ const VM: usize = 3;
 /// more; `false` (nothing written) for other shapes.
 #[target_feature(enable = "avx2,fma,avx512f")]
 pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) -> bool {
-    let Some(f) = Flat::new(g) else {
+    let Some(c) = Centre::new(g, 16 * VM) else {
         return false;
     };
-    if f.hw < 16 {
+    if c.hw < 16 {
         return false;
     }
-    forward_from(g, Copies::Same(&f), x, w, b, y);
+    forward_from(g, Copies::Centre(&c), x, w, b, y);
     true
 }
 
-/// Where each sample's input plane is copied and read by the tiles of this file and of
-/// `one_weight16.rs`: `one.rs`'s three copies (stride 1) or `one16_s2.rs`'s six
-/// (stride 2).
+/// Where the tiles of this file and of `one_weight16.rs` read each sample's input
+/// plane: `one.rs`'s three copies or the plane itself (`one_centre.rs`) at stride 1,
+/// `one16_s2.rs`'s six copies at stride 2.
 pub(super) enum Copies<'a> {
     Same(&'a Flat),
+    Centre(&'a Centre),
     Halved(&'a Split),
 }
 
@@ -79,6 +88,7 @@ impl Copies<'_> {
     pub(super) fn words(&self) -> usize {
         match self {
             Copies::Same(f) => 3 * f.chan,
+            Copies::Centre(c) => c.words,
             Copies::Halved(s) => s.words(),
         }
     }
@@ -87,15 +97,17 @@ impl Copies<'_> {
     pub(super) fn off(&self, t: usize) -> usize {
         match self {
             Copies::Same(f) => f.off(t),
+            Copies::Centre(c) => c.off(t),
             Copies::Halved(s) => s.off(t),
         }
     }
 
-    /// The copies of the input plane `x`.
+    /// The copies of the input plane `x` (for [`Copies::Centre`], of its ends).
     #[target_feature(enable = "avx2,fma,avx512f")]
     pub(super) fn fill(&self, buf: &mut [f32], x: &[f32]) {
         match self {
             Copies::Same(f) => f.fill16(buf, x),
+            Copies::Centre(c) => c.fill(buf, x),
             Copies::Halved(s) => s.fill(buf, x),
         }
     }
@@ -113,15 +125,31 @@ pub(super) fn forward_from(
 ) {
     let cout = g.c_out / g.groups;
     let (plane, hw) = (g.h * g.w, g.oh * g.ow);
-    let mut buf = Buf([0.0f32; X_WORDS]);
-    let buf = &mut buf.0[..copies.words()];
+    // Zeroed for the words used (a third of the buffer or less for `Centre`).
+    let (mut small, mut large);
+    let buf = match copies.words() {
+        n if n <= X_WORDS / 3 => {
+            small = [0.0f32; X_WORDS / 3];
+            &mut small[..n]
+        }
+        n => {
+            large = Buf([0.0f32; X_WORDS]);
+            &mut large.0[..n]
+        }
+    };
     let offs: [usize; 9] = core::array::from_fn(|t| copies.off(t));
+    let centre = match copies {
+        Copies::Centre(c) => Some(c),
+        _ => None,
+    };
     for grp in 0..g.groups {
         let blocks = Blocks::new(w, b, grp * cout, cout);
         for n in 0..g.n {
-            copies.fill(buf, &x[(n * g.c_in + grp) * plane..][..plane]);
+            let x = &x[(n * g.c_in + grp) * plane..][..plane];
+            copies.fill(buf, x);
             let dst = &mut y[(n * g.c_out + grp * cout) * hw..][..cout * hw];
-            blocks.run(buf, &offs, hw, dst);
+            let src = Source { buf, x, centre };
+            blocks.run(&src, &offs, hw, dst);
         }
     }
 }
@@ -152,9 +180,9 @@ impl<'a> Blocks<'a> {
     }
 
     /// Every output of the group's channels over one sample (`dst`, planes `hw` apart),
-    /// tap `t` reading `buf` at `offs[t]` past the output's flat position.
+    /// tap `t` reading `src` at `offs[t]` past the output's flat position.
     #[target_feature(enable = "avx2,fma,avx512f")]
-    fn run(&self, buf: &[f32], offs: &[usize; 9], hw: usize, dst: &mut [f32]) {
+    fn run(&self, src: &Source, offs: &[usize; 9], hw: usize, dst: &mut [f32]) {
         for o0 in (0..self.cout).step_by(CB) {
             let nb = CB.min(self.cout - o0);
             let built;
@@ -167,7 +195,7 @@ impl<'a> Blocks<'a> {
             };
             let t = Fwd16 {
                 hw,
-                buf,
+                src: *src,
                 offs,
                 wk: &tb.wk,
                 bias: &tb.bias,
@@ -239,10 +267,20 @@ impl Flat {
     }
 }
 
+/// Where a sample's tiles read.
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    /// The copies.
+    buf: &'a [f32],
+    /// With [`Copies::Centre`]: the input plane and its layout.
+    x: &'a [f32],
+    centre: Option<&'a Centre>,
+}
+
 /// [`forward`]'s tiles for one block of output channels over one sample.
 struct Fwd16<'a> {
     hw: usize,
-    buf: &'a [f32],
+    src: Source<'a>,
     /// Tap offsets and `[tap][channel]` weights, as in `Fwd`.
     offs: &'a [usize],
     wk: &'a [[f32; CB]],
@@ -253,38 +291,76 @@ impl Fwd16<'_> {
     /// Every output of `B` channels (planes `h * w` apart in `dst`).
     #[target_feature(enable = "avx2,fma,avx512f")]
     fn plane<const B: usize>(&self, dst: &mut [f32]) {
+        match self.src.centre {
+            Some(_) => self.plane_as::<B, true>(dst),
+            None => self.plane_as::<B, false>(dst),
+        }
+    }
+
+    /// [`Self::plane`], reading as [`Copies::Centre`] where `M`.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    fn plane_as<const B: usize, const M: bool>(&self, dst: &mut [f32]) {
         let hw = self.hw;
         // Words from the last 64-byte boundary to the first output.
         let skew = (dst.as_ptr() as usize / 4) % 16;
         let mut p = 0;
         if skew != 0 {
-            self.tile::<B, 1>(0, dst);
+            self.tile::<B, 1, M>(0, dst);
             p = 16 - skew;
         }
         while hw - p >= 16 * VM {
-            self.tile::<B, VM>(p, dst);
+            self.tile::<B, VM, M>(p, dst);
             p += 16 * VM;
         }
         let left = (hw - p) / 16;
         if left >= 3 {
-            self.tile::<B, 3>(p, dst);
+            self.tile::<B, 3, M>(p, dst);
             p += 48;
         }
         match (hw - p) / 16 {
-            2 => self.tile::<B, 2>(p, dst),
-            1 => self.tile::<B, 1>(p, dst),
+            2 => self.tile::<B, 2, M>(p, dst),
+            1 => self.tile::<B, 1, M>(p, dst),
             _ => {}
         }
         p += (hw - p) / 16 * 16;
         if p < hw {
-            self.tile::<B, 1>(hw - 16, dst);
+            self.tile::<B, 1, M>(hw - 16, dst);
+        }
+    }
+
+    /// One tap's multiply-adds into `acc`, reading `src` from `at`; only in the lanes of
+    /// `keep` where `M`.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    #[inline]
+    fn tap<const B: usize, const V: usize, const M: bool>(
+        &self,
+        acc: &mut [[F16; V]; B],
+        src: &[f32],
+        at: usize,
+        wt: &[f32; CB],
+        keep: &[u16; V],
+    ) {
+        let r = &src[at..][..16 * V];
+        let mut xv = [splat16(0.0); V];
+        for (v, x) in xv.iter_mut().enumerate() {
+            *x = load16(&r[16 * v..]);
+        }
+        for (a, &wv) in acc.iter_mut().zip(wt) {
+            let wv = splat16(wv);
+            for ((av, &x), &k) in a.iter_mut().zip(&xv).zip(keep) {
+                *av = if M {
+                    fma16_where(wv, x, *av, k)
+                } else {
+                    fma16(wv, x, *av)
+                };
+            }
         }
     }
 
     /// `B` channels x `V` vectors from position `p`.
     #[target_feature(enable = "avx2,fma,avx512f")]
     #[inline(never)]
-    fn tile<const B: usize, const V: usize>(&self, p: usize, dst: &mut [f32]) {
+    fn tile<const B: usize, const V: usize, const M: bool>(&self, p: usize, dst: &mut [f32]) {
         let hw = self.hw;
         // The stores below then find their lines in L1 instead of stalling on them.
         for o in 0..B {
@@ -296,18 +372,25 @@ impl Fwd16<'_> {
         for (a, &v) in acc.iter_mut().zip(self.bias) {
             *a = [splat16(v); V];
         }
-        for (&off, wt) in self.offs.iter().zip(self.wk) {
-            let r = &self.buf[off + p..][..16 * V];
-            let mut xv = [splat16(0.0); V];
-            for (v, x) in xv.iter_mut().enumerate() {
-                *x = load16(&r[16 * v..]);
+        // Lanes kept by the kernel's columns 0 and 2; where the taps read (`offs`
+        // past `p`, less `sub`).
+        let mut keep = [[u16::MAX; V]; 2];
+        let (mut src, mut sub) = (self.src.buf, 0);
+        if let (true, Some(c)) = (M, self.src.centre) {
+            let mut r = c.column(p);
+            let [left, right] = &mut keep;
+            for (l, rt) in left.iter_mut().zip(right) {
+                [*l, *rt] = c.keep(r);
+                r = c.column_after(r);
             }
-            for (a, &wv) in acc.iter_mut().zip(wt) {
-                let wv = splat16(wv);
-                for (av, &x) in a.iter_mut().zip(&xv) {
-                    *av = fma16(wv, x, *av);
-                }
+            if c.inner(p, p + 16 * V) {
+                (src, sub) = (self.src.x, c.at);
             }
+        }
+        for (offs, wk) in self.offs.chunks_exact(3).zip(self.wk.chunks_exact(3)) {
+            self.tap::<B, V, M>(&mut acc, src, offs[0] + p - sub, &wk[0], &keep[0]);
+            self.tap::<B, V, false>(&mut acc, src, offs[1] + p - sub, &wk[1], &keep[0]);
+            self.tap::<B, V, M>(&mut acc, src, offs[2] + p - sub, &wk[2], &keep[1]);
         }
         for (o, a) in acc.iter().enumerate() {
             let d = &mut dst[o * hw + p..][..16 * V];

@@ -18,9 +18,10 @@
 //! - Backward-weight: a tile is `NB` output channels x the 3 taps of one kernel row, as
 //!   8-lane partial sums over every position of every sample (kept in a stack buffer
 //!   between samples) and summed across lanes once per call.
-//! - With AVX-512F the forward is `one16.rs`'s and the backward-weight
-//!   `one_weight16.rs`'s (the same copies, 16-lane vectors, 8 channels per tile, the
-//!   output or its gradient aligned to cache lines), the backward-input
+//! - With AVX-512F the forward is `one16.rs`'s (the input read in place, with masked
+//!   multiply-adds at row ends: `one_centre.rs`) and the backward-weight
+//!   `one_weight16.rs`'s (the same copies); both take 16-lane vectors, 8 channels per
+//!   tile, the output or its gradient aligned to cache lines. The backward-input is
 //!   `one_input16.rs`'s; this file's tiles run without it.
 //! - Only stride 1, dilation 1, padding 1, planes of at least 8 words whose three copies
 //!   fit [`X_WORDS`]; anything else answers `false` and the caller falls back.

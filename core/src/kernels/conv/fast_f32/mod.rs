@@ -17,8 +17,9 @@
 //!   group (W1's first layer) take `one.rs` (forward, backward-weight) and
 //!   `one_input.rs` (backward-input): flat positions, read and written in place;
 //!   with AVX-512F all three take 16 lanes (`one16.rs`, its input read in place
-//!   through `one_centre.rs`, and `one_weight16.rs`: 8 channels per tile; `one_input16.rs`: up to 7 rows x 14 outputs per tile, each
-//!   gradient row loaded once per channel); such convolutions with stride 2 (W2's
+//!   through `one_centre.rs`, and `one_weight16.rs`: 8 channels per tile;
+//!   `one_input16.rs`: up to 7 rows x 14 outputs per tile, each gradient row loaded
+//!   once per channel); such convolutions with stride 2 (W2's
 //!   stem) take the forward and backward-weight tiles of `one16.rs` and
 //!   `one_weight16.rs` over six copies of the input split by row parity and kernel
 //!   column (`one16_s2.rs`).

@@ -75,8 +75,8 @@ pub(super) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, y: 
 }
 
 /// Where the tiles of this file and of `one_weight16.rs` read each sample's input
-/// plane: `one.rs`'s three copies or the plane itself (`one_centre.rs`) at stride 1,
-/// `one16_s2.rs`'s six copies at stride 2.
+/// plane: at stride 1 the plane itself (`one_centre.rs`, this file's forward) or
+/// `one.rs`'s three copies (`one_weight16.rs`), at stride 2 `one16_s2.rs`'s six.
 pub(super) enum Copies<'a> {
     Same(&'a Flat),
     Centre(&'a Centre),

@@ -1,5 +1,6 @@
-//! The input of the 16-lane one-channel kernels at stride 1 (`one16.rs`'s forward,
-//! `one_weight16.rs`'s backward-weight) without `one.rs`'s three copies per sample.
+//! The input of `one16.rs`'s 16-lane forward at stride 1, without `one.rs`'s three
+//! copies per sample. (`one_weight16.rs`'s backward-weight keeps the copies: reading
+//! the plane in place was slower there, tests/RESULTS.md.)
 //!
 //! - Tap `(ky, kx)` reads the plane at flat offset `(ky - 1) * w + kx - 1` from the
 //!   output's position. Where that crosses a row end (column 0 for `kx = 0`, column
@@ -10,8 +11,8 @@
 //!   in place. Only the first and last words of the plane are copied
 //!   ([`Centre::fill`]), into a buffer laid out as `one.rs`'s middle copy (zeros for
 //!   rows -1 and `h`), for the positions that read beyond the plane.
-//! - Copying the plane three times per sample had cost about a tenth of W1's conv1
-//!   forward and backward-weight (tests/RESULTS.md).
+//! - Why: the three copies were a large share of W1's conv1 forward
+//!   (tests/RESULTS.md).
 
 use super::avx512::{load16_first, store16_first};
 use super::one::Flat;

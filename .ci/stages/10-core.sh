@@ -25,9 +25,9 @@ done
 # The ONNX importer (std) is compiled into the browser package.
 cargo build -p torchlet-onnx --release --target wasm32-unknown-unknown -q
 
-echo "--- host tests (release)"
+echo "--- host tests (profile ci: release without link-time optimization, Cargo.toml)"
 # Its own log file, so that runs from several checkouts at once do not share one.
 log=$(mktemp -t torchlet-core-tests.XXXXXX.log)
-cargo test --workspace --release -q 2>&1 | tee "$log"
+cargo test --workspace --profile ci -q 2>&1 | tee "$log"
 grep -q "test result: ok" "$log"
 rm -f "$log"

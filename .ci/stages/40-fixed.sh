@@ -13,7 +13,7 @@ ROOT=$(pwd)
 hash_of() { grep -o 'DETERMINISM_HASH [0-9a-f]*' | awk '{print $2}' | head -n1; }
 
 echo "--- host (x86_64)"
-host=$(cargo test -q --release -p torchlet-tests --test fixed_determinism -- --nocapture 2>&1 | tee >(cat >&2) | hash_of)
+host=$(cargo test -q --profile ci -p torchlet-tests --test fixed_determinism -- --nocapture 2>&1 | tee >(cat >&2) | hash_of)
 
 echo "--- wasm32 (node $(node --version))"
 (cd tests/determinism-wasm && CARGO_TARGET_DIR="$ROOT/target" cargo build -q --release --target wasm32-unknown-unknown)
@@ -40,5 +40,5 @@ m0run m0_kernel_cost
 echo "--- micromath feature: approximate f32 functions, error bounded, W1 still trains"
 cargo clippy -q -p torchlet-tests --features micromath --all-targets -- -D warnings
 cargo build -q -p torchlet --release --target thumbv6m-none-eabi --features micromath
-cargo test -q --release -p torchlet-tests --features micromath --test micromath 2>&1 | tee /tmp/torchlet-micromath.log
+cargo test -q --profile ci -p torchlet-tests --features micromath --test micromath 2>&1 | tee /tmp/torchlet-micromath.log
 grep -q "test result: ok. 2 passed" /tmp/torchlet-micromath.log

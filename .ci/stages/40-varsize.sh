@@ -10,8 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bash .ci/install.sh rust
 
 echo "--- varsize tests"
-cargo test --release -q -p torchlet-tests --test varsize
+cargo test --profile ci -q -p torchlet-tests --test varsize
 
 echo "--- varsize_digits example (small: 1 epoch, 300 training digits)"
-cargo run --release -q -p torchlet-tests --example varsize_digits -- 1 32 300 1 | tee /tmp/torchlet-varsize.log
+cargo run --profile ci -q -p torchlet-tests --example varsize_digits -- 1 32 300 1 | tee /tmp/torchlet-varsize.log
 grep -q "^summary" /tmp/torchlet-varsize.log

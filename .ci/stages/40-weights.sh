@@ -12,8 +12,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "--- converter: safetensors -> device format -> safetensors is byte-identical"
-cargo build --release -q -p torchlet-tests --bin weights
-bin=target/release/weights
+cargo build --profile ci -q -p torchlet-tests --bin weights
+bin=target/ci/weights
 $bin to-device tests/golden/w1_torch.safetensors "$tmp/w1.tlw"
 $bin info "$tmp/w1.tlw"
 $bin to-safetensors "$tmp/w1.tlw" "$tmp/w1.safetensors"

@@ -3,6 +3,21 @@
 
 use crate::tensor::{Dim, Value};
 
+/// The most elements one folded constant may have: shape arithmetic needs a few dozen,
+/// and a crafted file must not make the importer build huge tensors (a Gather of a
+/// large constant by a large index list would be their product).
+pub(crate) const MAX_FOLDED: usize = 1 << 20;
+
+/// The element count of `dims` when it is at most [`MAX_FOLDED`].
+pub(crate) fn foldable(dims: &[usize]) -> Result<usize, String> {
+    dims.iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&c| c <= MAX_FOLDED)
+        .ok_or(format!(
+            "a constant of dims {dims:?} is more than the {MAX_FOLDED} elements shape arithmetic may fold"
+        ))
+}
+
 /// Row-major elements with their dims: the one shape both constant kinds share here.
 #[derive(Clone)]
 pub(crate) struct Arr<T> {
@@ -29,9 +44,14 @@ pub(crate) fn axis(a: i64, rank: usize) -> Result<usize, String> {
 }
 
 impl<T: Clone> Arr<T> {
-    /// `out[idx] = self[map(idx)]` over the output dims `dims`.
-    pub(crate) fn gather_by(&self, dims: Vec<usize>, map: impl Fn(&[usize]) -> usize) -> Arr<T> {
-        let count: usize = dims.iter().product();
+    /// `out[idx] = self[map(idx)]` over the output dims `dims` (at most
+    /// [`MAX_FOLDED`] elements).
+    pub(crate) fn gather_by(
+        &self,
+        dims: Vec<usize>,
+        map: impl Fn(&[usize]) -> usize,
+    ) -> Result<Arr<T>, String> {
+        let count = foldable(&dims)?;
         let os = strides(&dims);
         let mut idx = vec![0; dims.len()];
         let mut data = Vec::with_capacity(count);
@@ -41,14 +61,14 @@ impl<T: Clone> Arr<T> {
             }
             data.push(self.data[map(&idx)].clone());
         }
-        Arr { dims, data }
+        Ok(Arr { dims, data })
     }
 
     fn offset(&self, idx: &[usize]) -> usize {
         strides(&self.dims).iter().zip(idx).map(|(s, i)| s * i).sum()
     }
 
-    pub(crate) fn transpose(&self, perm: &[usize]) -> Arr<T> {
+    pub(crate) fn transpose(&self, perm: &[usize]) -> Result<Arr<T>, String> {
         let dims = perm.iter().map(|&p| self.dims[p]).collect();
         self.gather_by(dims, |o| {
             let mut src = vec![0; perm.len()];
@@ -75,7 +95,7 @@ impl<T: Clone> Arr<T> {
         dims.extend_from_slice(idims);
         dims.extend_from_slice(&self.dims[ax + 1..]);
         let ir = idims.len();
-        Ok(self.gather_by(dims, |o| {
+        self.gather_by(dims, |o| {
             let mut src = o[..ax].to_vec();
             let flat_i: usize = strides(idims)
                 .iter()
@@ -85,7 +105,7 @@ impl<T: Clone> Arr<T> {
             src.push(idx[flat_i]);
             src.extend_from_slice(&o[ax + ir..]);
             self.offset(&src)
-        }))
+        })
     }
 
     pub(crate) fn slice(
@@ -122,12 +142,12 @@ impl<T: Clone> Arr<T> {
             start[a] = s;
             step[a] = st;
         }
-        Ok(self.gather_by(dims, |o| {
+        self.gather_by(dims, |o| {
             let src: Vec<usize> = (0..rank)
                 .map(|k| (start[k] + o[k] as i64 * step[k]) as usize)
                 .collect();
             self.offset(&src)
-        }))
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! `Unsqueeze`, `Concat`, `ConstantOfShape`, `Slice`, `Cast`, `Constant`, ...) on
 //! constants and known or named dims, so that none of it reaches the model.
 
-use crate::arr::{arr_of, axis, Arr};
+use crate::arr::{arr_of, axis, foldable, Arr};
 use crate::tensor::{decode, Dim, Value};
 use onnx_protobuf::{attribute_proto::AttributeType, AttributeProto, NodeProto};
 
@@ -76,7 +76,9 @@ macro_rules! map_arr {
 
 /// Reshape target dims for `count` elements (`0` copies the input dim, `-1` infers).
 pub(crate) fn reshape_dims(input: &[usize], target: &[i64]) -> Result<Vec<usize>, String> {
-    let count: usize = input.iter().product();
+    let product = |d: &[usize]| d.iter().try_fold(1usize, |a, &v| a.checked_mul(v));
+    let overflows = || format!("reshape of {input:?} to {target:?} overflows");
+    let count = product(input).ok_or_else(overflows)?;
     let mut out = Vec::with_capacity(target.len());
     let mut infer = None;
     for (k, &t) in target.iter().enumerate() {
@@ -90,14 +92,14 @@ pub(crate) fn reshape_dims(input: &[usize], target: &[i64]) -> Result<Vec<usize>
             t => return Err(format!("bad reshape dim {t}")),
         }
     }
-    let known: usize = out.iter().product();
+    let known = product(&out).ok_or_else(overflows)?;
     if let Some(k) = infer {
         if known == 0 || !count.is_multiple_of(known) {
             return Err("reshape -1 does not divide".into());
         }
         out[k] = count / known;
     }
-    if out.iter().product::<usize>() != count {
+    if product(&out) != Some(count) {
         return Err(format!("cannot reshape {input:?} to {target:?}"));
     }
     Ok(out)
@@ -266,6 +268,13 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
             if rank != 1 || all.iter().any(|v| v.dims().len() != 1) {
                 return Some(Err("constant concat of other than 1-D tensors".into()));
             }
+            let total = all.iter().try_fold(0usize, |t, v| {
+                let n = v.dims().first().and_then(|d| d.known()).unwrap_or(0) as usize;
+                t.checked_add(n)
+            });
+            if let Err(e) = foldable(&[total.unwrap_or(usize::MAX)]) {
+                return Some(Err(e));
+            }
             if all.iter().all(|v| matches!(v, Value::Int { .. })) {
                 let data: Vec<Dim> = all.iter().flat_map(|v| v.ints().unwrap_or_default()).collect();
                 Ok(Value::Int {
@@ -287,8 +296,9 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
         }
         "ConstantOfShape" => {
             let dims: Vec<usize> = x.known_ints()?.iter().map(|&d| d.max(0) as usize).collect();
-            let Some(count) = small(&dims) else {
-                return Some(Err(format!("ConstantOfShape {dims:?} is absurdly large")));
+            let count = match foldable(&dims) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(e)),
             };
             let fill = match attr(n, "value").and_then(|a| a.t.as_ref()) {
                 Some(t) => decode(t, &|_| None),
@@ -316,8 +326,9 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
             let xd: Vec<usize> = x.dims().iter().map(|d| d.known().unwrap_or(0) as usize).collect();
             let count: usize = xd.iter().product();
             let dims: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
-            let Some(n_out) = small(&dims) else {
-                return Some(Err(format!("Expand to {dims:?} is absurdly large")));
+            let n_out = match foldable(&dims) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(e)),
             };
             if count != 1 && xd != dims {
                 return Some(Err("constant Expand other than of a scalar".into()));
@@ -351,7 +362,7 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
             if sorted != (0..rank).collect::<Vec<_>>() {
                 return Some(Err(format!("bad permutation {perm:?}")));
             }
-            map_arr!(x, |a| Ok(a.transpose(&perm)))
+            map_arr!(x, |a| a.transpose(&perm))
         }
         "Reshape" | "Flatten" => {
             let xd: Vec<usize> = x.dims().iter().map(|d| d.known().unwrap_or(0) as usize).collect();
@@ -371,13 +382,6 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
         }
         _ => return None,
     })
-}
-
-/// The element count of `dims` when it is a sensible size for shape arithmetic.
-fn small(dims: &[usize]) -> Option<usize> {
-    dims.iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|&c| c <= 1 << 24)
 }
 
 /// `n` elements cycling through `data`.

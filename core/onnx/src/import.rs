@@ -22,7 +22,12 @@ pub(crate) struct Importer<'o> {
     pub(crate) opset: i64,
     /// Index of the node being imported, for names.
     pub(crate) index: usize,
+    /// Elements of every constant folded so far.
+    folded: usize,
 }
+
+/// The most elements all folded constants of one import may hold together.
+const MAX_FOLDED_TOTAL: usize = 4 * crate::arr::MAX_FOLDED;
 
 impl<'o> Importer<'o> {
     pub(crate) fn run<'a>(
@@ -47,6 +52,7 @@ impl<'o> Importer<'o> {
             options,
             opset,
             index: 0,
+            folded: 0,
         };
         for t in &g.initializer {
             let v = decode(t, lookup).map_err(Error::Model)?;
@@ -130,19 +136,16 @@ impl<'o> Importer<'o> {
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return Err(format!("op domain {:?} is not supported", n.domain));
         }
-        let mut inputs = Vec::with_capacity(n.input.len());
-        for name in &n.input {
-            if name.is_empty() {
-                inputs.push(None);
-            } else {
-                let v = self
-                    .values
-                    .get(name)
-                    .ok_or(format!("input {name:?} is not computed before this node"))?;
-                inputs.push(Some(v.clone()));
-            }
-        }
-        let refs: Vec<Option<&Value>> = inputs.iter().map(Option::as_ref).collect();
+        let value = |name: &String| {
+            self.values
+                .get(name)
+                .ok_or(format!("input {name:?} is not computed before this node"))
+        };
+        let refs = n
+            .input
+            .iter()
+            .map(|name| (!name.is_empty()).then(|| value(name)).transpose())
+            .collect::<Result<Vec<Option<&Value>>, String>>()?;
         let first = n.output.first().ok_or("a node without outputs")?;
         let out = match fold(n, &refs) {
             // The TorchScript exporter shares equal initializers (a fresh BatchNorm's
@@ -152,10 +155,35 @@ impl<'o> Importer<'o> {
                 data,
                 init: Some(first.clone()),
             },
-            Some(r) => r?,
-            None => self.map(n, &inputs)?,
+            Some(r) => {
+                let v = r?;
+                self.fold_budget(&v)?;
+                v
+            }
+            None => {
+                let inputs: Vec<Option<Value>> = refs.into_iter().map(|v| v.cloned()).collect();
+                self.map(n, &inputs)?
+            }
         };
         self.values.insert(first.clone(), out);
+        Ok(())
+    }
+
+    /// Counts a folded constant's elements against [`MAX_FOLDED_TOTAL`]: shape
+    /// arithmetic in real exports folds a few hundred, and a crafted file must not
+    /// fill the host's memory with many large ones.
+    fn fold_budget(&mut self, v: &Value) -> Result<(), String> {
+        let n = match v {
+            Value::Float { data, .. } => data.len(),
+            Value::Int { data, .. } => data.len(),
+            Value::Run { .. } => 0,
+        };
+        self.folded = self.folded.saturating_add(n);
+        if self.folded > MAX_FOLDED_TOTAL {
+            return Err(format!(
+                "constant folding would hold more than {MAX_FOLDED_TOTAL} elements in all"
+            ));
+        }
         Ok(())
     }
 

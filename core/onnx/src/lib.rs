@@ -6,8 +6,9 @@
 //! The shape arithmetic exporters emit around `Reshape` and `Pad` (`Shape`, `Gather`,
 //! `Concat`, `ConstantOfShape`, ...) is evaluated at import time where it depends only on
 //! constants, the channel count and the batch size, so a model exported with free H and W
-//! keeps them free. Anything else is refused with an [`Error`] naming the node, its op type
-//! and why. Free input dims get a minimum size ([`DimSpec::Free`]): 1 for the batch, and
+//! keeps them free. That evaluation builds no constant of more than 2^20 elements and
+//! holds at most 2^22 in all, so a crafted file cannot make the importer fill memory.
+//! Anything else is refused with an [`Error`] naming the node, its op type and why. Free input dims get a minimum size ([`DimSpec::Free`]): 1 for the batch, and
 //! for H, W or L the smallest size for which every op of the graph has an output of at
 //! least one element (computed with [`infer::shapes`]).
 //!
@@ -22,6 +23,8 @@
 
 mod arr;
 mod fold;
+#[cfg(test)]
+mod fold_limits_tests;
 mod import;
 pub mod infer;
 mod ops;

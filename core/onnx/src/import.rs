@@ -26,6 +26,10 @@ pub(crate) struct Importer<'o> {
     folded: usize,
 }
 
+/// The largest fixed size of a graph input's dim: far past any tiny network's input, and
+/// small enough that no shape computed from it overflows.
+const MAX_INPUT_DIM: i64 = 1 << 24;
+
 /// The most elements all folded constants of one import may hold together.
 const MAX_FOLDED_TOTAL: usize = 4 * crate::arr::MAX_FOLDED;
 
@@ -79,6 +83,12 @@ impl<'o> Importer<'o> {
             let (mut spec_dims, mut shape) = (Vec::new(), Vec::new());
             for (k, d) in dims.iter().enumerate() {
                 match &d.value {
+                    Some(dimension::Value::DimValue(v)) if *v > MAX_INPUT_DIM => {
+                        return Err(Error::Model(format!(
+                            "graph input {:?} has dim {k} of {v}, more than {MAX_INPUT_DIM}",
+                            input.name
+                        )));
+                    }
                     Some(dimension::Value::DimValue(v)) if *v > 0 => {
                         spec_dims.push(DimSpec::Fixed(*v as usize));
                         shape.push(Dim::Known(*v));

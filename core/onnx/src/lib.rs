@@ -23,10 +23,10 @@
 
 mod arr;
 mod fold;
-#[cfg(test)]
-mod fold_limits_tests;
 mod import;
 pub mod infer;
+#[cfg(test)]
+mod limits_tests;
 mod ops;
 mod ops2;
 mod tensor;

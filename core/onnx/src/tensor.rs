@@ -92,9 +92,10 @@ pub(crate) fn decode<'a>(
     let mut count: usize = 1;
     for &d in &t.dims {
         let d = usize::try_from(d).map_err(|_| format!("tensor {:?} has a negative dim {d}", t.name))?;
+        // Each dim too, not only the product: after a zero dim it stays 0.
         count = count
             .checked_mul(d)
-            .filter(|&c| c <= 1 << 28)
+            .filter(|&c| c <= 1 << 28 && d <= 1 << 28)
             .ok_or(format!("tensor {:?} is absurdly large", t.name))?;
         dims.push(d);
     }

@@ -1,6 +1,8 @@
-//! Constant folding refuses to build huge constants: small crafted graphs whose shape
-//! arithmetic would grow without bound (found by fuzzing: a 4.5 KB file made the
-//! importer hold 1.8 GB) are errors naming the node, and the import stays fast.
+//! The importer's size limits: constant folding refuses to build huge constants (small
+//! crafted graphs whose shape arithmetic would grow without bound; found by fuzzing, a
+//! 4.5 KB file made the importer hold 1.8 GB), and absurd dims of graph inputs and
+//! tensors are refused before any shape is computed from them. Each is an error, and
+//! the import stays fast.
 
 use crate::{import, Error, Options};
 use onnx_protobuf::{
@@ -131,4 +133,46 @@ fn a_reshape_whose_target_overflows_is_an_error() {
     let nodes = vec![node("Reshape", &["empty", "target"], "r", vec![])];
     let (_, why) = refused_at(&model(vec![empty, target], nodes));
     assert!(why.contains("overflows"), "{why}");
+}
+
+#[test]
+fn a_graph_input_dim_past_the_limit_is_refused() {
+    use onnx_protobuf::{
+        tensor_shape_proto::{dimension, Dimension},
+        type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    let dims = [1i64, 1, 1 << 40];
+    let mut shape = TensorShapeProto::new();
+    shape.dim = dims
+        .iter()
+        .map(|&v| {
+            let mut d = Dimension::new();
+            d.value = Some(dimension::Value::DimValue(v));
+            d
+        })
+        .collect();
+    let mut tt = type_proto::Tensor::new();
+    tt.elem_type = 1;
+    tt.shape = Some(shape).into();
+    let mut ty = TypeProto::new();
+    ty.value = Some(type_proto::Value::TensorType(tt));
+    let mut x = ValueInfoProto::new();
+    x.name = "x".into();
+    x.type_ = Some(ty).into();
+    let mut m = ModelProto::parse_from_bytes(&model(vec![], vec![])).unwrap();
+    m.graph.mut_or_insert_default().input = vec![x];
+    match import(&m.write_to_bytes().unwrap(), None, &Options::default()) {
+        Err(Error::Model(why)) => assert!(why.contains("dim 2 of 1099511627776"), "{why}"),
+        other => panic!("expected a refused input, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_tensor_with_a_huge_dim_after_a_zero_is_refused() {
+    let t = ints("t", &[0, 1 << 40], &[]);
+    let nodes = vec![node("Identity", &["t"], "u", vec![])];
+    match import(&model(vec![t], nodes), None, &Options::default()) {
+        Err(e) => assert!(e.to_string().contains("absurdly large"), "{e}"),
+        Ok(_) => panic!("a [0, 2^40] tensor imported"),
+    }
 }

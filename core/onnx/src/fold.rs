@@ -249,6 +249,9 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
                         Some(a) => a.iter().map(|&a| axis(a, rank)).collect::<Result<_, _>>()?,
                         None => (0..rank).filter(|&k| dims[k] == 1).collect(),
                     };
+                    if let Some(&a) = ax.iter().find(|&&a| dims[a] != 1) {
+                        return Err(format!("Squeeze of axis {a}, whose size is {}", dims[a]));
+                    }
                     dims = dims
                         .iter()
                         .enumerate()

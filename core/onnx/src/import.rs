@@ -167,7 +167,8 @@ impl<'o> Importer<'o> {
             },
             Some(r) => {
                 let v = r?;
-                self.fold_budget(&v)?;
+                // A `Constant`'s values are in the file; computed ones count.
+                self.check_folded(&v, n.op_type != "Constant")?;
                 v
             }
             None => {
@@ -179,16 +180,23 @@ impl<'o> Importer<'o> {
         Ok(())
     }
 
-    /// Counts a folded constant's elements against [`MAX_FOLDED_TOTAL`]: shape
-    /// arithmetic in real exports folds a few hundred, and a crafted file must not
-    /// fill the host's memory with many large ones.
-    fn fold_budget(&mut self, v: &Value) -> Result<(), String> {
-        let n = match v {
-            Value::Float { data, .. } => data.len(),
-            Value::Int { data, .. } => data.len(),
-            Value::Run { .. } => 0,
+    /// Checks a folded constant: its dims hold exactly its values (so that the folds
+    /// reading it index inside them), and where `counts` its elements count against
+    /// [`MAX_FOLDED_TOTAL`] (shape arithmetic in real exports folds a few hundred; a
+    /// crafted file must not fill the host's memory with many large ones).
+    fn check_folded(&mut self, v: &Value, counts: bool) -> Result<(), String> {
+        let (dims, n) = match v {
+            Value::Float { dims, data, .. } => (dims, data.len()),
+            Value::Int { dims, data } => (dims, data.len()),
+            Value::Run { .. } => return Ok(()),
         };
-        self.folded = self.folded.saturating_add(n);
+        let count = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if count != Some(n) {
+            return Err(format!("folding gave {n} values for dims {dims:?}"));
+        }
+        if counts {
+            self.folded = self.folded.saturating_add(n);
+        }
         if self.folded > MAX_FOLDED_TOTAL {
             return Err(format!(
                 "constant folding would hold more than {MAX_FOLDED_TOTAL} elements in all"

@@ -176,3 +176,29 @@ fn a_tensor_with_a_huge_dim_after_a_zero_is_refused() {
         Ok(_) => panic!("a [0, 2^40] tensor imported"),
     }
 }
+
+#[test]
+fn squeezing_an_axis_whose_size_is_not_one_is_refused() {
+    // Before, [0, 3] squeezed on axis 0 became a [3] constant with no values, which
+    // the arithmetic after it indexed out of bounds.
+    let t = ints("t", &[0, 3], &[]);
+    let one = ints("one", &[], &[1]);
+    let nodes = vec![
+        node("Squeeze", &["t"], "s", vec![]),
+        node("Add", &["s", "one"], "sum", vec![]),
+    ];
+    let mut n = nodes;
+    n[0].attribute = vec![{
+        let mut a = AttributeProto::new();
+        a.name = "axes".into();
+        a.type_ = AttributeType::INTS.into();
+        a.ints = vec![0];
+        a
+    }];
+    let mut m = ModelProto::parse_from_bytes(&model(vec![t, one], n)).unwrap();
+    m.opset_import[0].version = 11;
+    match import(&m.write_to_bytes().unwrap(), None, &Options::default()) {
+        Err(Error::Node { index: 0, why, .. }) => assert!(why.contains("axis 0, whose size is 0"), "{why}"),
+        other => panic!("expected node 0 refused, got {other:?}"),
+    }
+}

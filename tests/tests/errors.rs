@@ -46,6 +46,83 @@ fn conv_and_linear_mismatches_read_from_the_input_side() {
     assert_eq!(e.to_string(), "input: data has 3 values, the shape holds 4");
 }
 
+#[test]
+fn window_params_past_a_word_are_refused_with_or_without_gradients() {
+    // Found by fuzzing model files: a forward pass without gradients took a padding of
+    // 2^62 (training refused it, inference overflowed in the kernel's index arithmetic).
+    let mut buf = vec![0.0f32; 4096];
+    let mut g: Graph<f32, 16> = Graph::new(&mut buf);
+    let w = g.param(&[2, 1, 3, 3]).unwrap();
+    let x = g.input(&[1, 1, 5, 5], &[0.5; 25]).unwrap();
+    let cases = [
+        (
+            Conv2dParams {
+                padding: [1 << 62, 1],
+                ..Default::default()
+            },
+            "padding must be at most 65535",
+        ),
+        (
+            Conv2dParams {
+                stride: [1, 1 << 16],
+                ..Default::default()
+            },
+            "stride must be at most 65535",
+        ),
+        (
+            Conv2dParams {
+                dilation: [70_000, 1],
+                ..Default::default()
+            },
+            "dilation must be at most 65535",
+        ),
+    ];
+    for grad in [true, false] {
+        for (p, what) in &cases {
+            let e = match grad {
+                true => g.conv2d(x, w, None, *p),
+                false => g.no_grad().conv2d(x, w, None, *p),
+            }
+            .unwrap_err();
+            assert!(matches!(e, Error::InvalidParam { op: "conv2d", .. }), "{e}");
+            assert!(e.to_string().contains(what), "{e}");
+        }
+    }
+    let e = g
+        .no_grad()
+        .max_pool2d(
+            x,
+            Pool2dParams {
+                kernel_size: [1 << 21, 2],
+                stride: [2, 2],
+                padding: [1 << 20, 0],
+                ceil_mode: false,
+                count_include_pad: true,
+            },
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("padding must be at most 65535"), "{e}");
+    // The graph is still usable: the same conv with sane parameters runs.
+    let p = Conv2dParams {
+        padding: [2, 1],
+        ..Default::default()
+    };
+    let y = g.conv2d(x, w, None, p).unwrap();
+    assert_eq!(g.shape(y).unwrap().dims(), &[1, 2, 7, 5]);
+    // And 65535 itself is taken (a meta graph: no data to hold).
+    let mut meta: Graph<f32, 16> = Graph::meta(usize::MAX);
+    let (w, x) = (
+        meta.param(&[2, 1, 3, 3]).unwrap(),
+        meta.input(&[1, 1, 5, 5], &[]).unwrap(),
+    );
+    let p = Conv2dParams {
+        padding: [65535, 1],
+        ..Default::default()
+    };
+    let y = meta.no_grad().conv2d(x, w, None, p).unwrap();
+    assert_eq!(meta.shape(y).unwrap().dims(), &[1, 2, 131073, 5]);
+}
+
 /// conv 1->8, pool, conv 16->32: the second conv cannot take the first's 8 channels.
 fn two_convs(g: &mut Graph<'_, f32, 32>) -> Result<Sequential<4>> {
     let mut rng = Rng::new(0);

@@ -85,13 +85,12 @@ pub(crate) fn valid_range(
     pad: usize,
     offset: usize,
 ) -> (usize, usize) {
-    let s = stride as isize;
-    let start = pad as isize - offset as isize;
-    let lo = if start <= 0 { 0 } else { (start + s - 1) / s };
-    let lim = in_len as isize + pad as isize - offset as isize;
-    let hi = if lim <= 0 { 0 } else { (lim + s - 1) / s };
-    let lo = (lo as usize).min(out_len);
-    let hi = (hi as usize).min(out_len).max(lo);
+    // In unsigned arithmetic that cannot overflow: `o * s + offset >= pad` from `lo`,
+    // `o * s + offset < in_len + pad` below `hi`.
+    let s = stride.max(1);
+    let lo = pad.saturating_sub(offset).div_ceil(s).min(out_len);
+    let hi = in_len.saturating_add(pad).saturating_sub(offset).div_ceil(s);
+    let hi = hi.min(out_len).max(lo);
     (lo, hi)
 }
 

@@ -209,6 +209,21 @@ pub(crate) fn window_out(
             value: 0,
         });
     }
+    // What the tape can record (a word each), and what keeps the kernels' signed
+    // index arithmetic in range on 32-bit targets, with or without gradients.
+    for (v, what) in [
+        (stride, "stride must be at most 65535"),
+        (pad, "padding must be at most 65535"),
+        (dil, "dilation must be at most 65535"),
+    ] {
+        if v > u16::MAX as usize {
+            return Err(Error::InvalidParam {
+                op,
+                what,
+                value: i64::try_from(v).unwrap_or(i64::MAX),
+            });
+        }
+    }
     let eff = dil.checked_mul(k - 1).and_then(|v| v.checked_add(1)).ok_or(ovf)?;
     let padded = pad.checked_mul(2).and_then(|p| p.checked_add(len)).ok_or(ovf)?;
     if eff > padded {

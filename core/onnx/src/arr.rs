@@ -124,6 +124,14 @@ impl<T: Clone> Arr<T> {
             if st == 0 {
                 return Err("slice step 0".into());
             }
+            if n == 0 {
+                // Nothing to take, whatever the bounds.
+                dims[a] = 0;
+                continue;
+            }
+            // A step past the axis takes one element at most, as a step of `n` does;
+            // clamped, the arithmetic below cannot overflow.
+            let st = st.clamp(-n, n);
             let clamp = |v: i64, lo: i64, hi: i64| {
                 let v = if v < 0 { v.saturating_add(n) } else { v };
                 v.clamp(lo, hi)

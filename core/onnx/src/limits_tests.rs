@@ -202,3 +202,33 @@ fn squeezing_an_axis_whose_size_is_not_one_is_refused() {
         other => panic!("expected node 0 refused, got {other:?}"),
     }
 }
+
+#[test]
+fn slices_with_extreme_steps_or_of_empty_axes_fold_without_overflow() {
+    // Found by fuzzing with overflow checks: a step of i64::MIN overflowed, and a
+    // negative step on an empty axis clamped with its bounds the wrong way round.
+    use crate::arr::Arr;
+    let x = Arr {
+        dims: vec![4],
+        data: vec![10, 11, 12, 13],
+    };
+    let empty: Arr<i64> = Arr {
+        dims: vec![0],
+        data: vec![],
+    };
+    let cases: [(&Arr<i64>, [i64; 3], &[i64]); 5] = [
+        (&x, [-1, i64::MIN, i64::MIN], &[13]),
+        (&x, [0, i64::MAX, i64::MAX], &[10]),
+        (&x, [3, -9, -2], &[13, 11]),
+        (&x, [i64::MIN, i64::MAX, 3], &[10, 13]),
+        (&empty, [-1, i64::MIN, -1], &[]),
+    ];
+    for (a, [start, end, step], want) in cases {
+        let y = a.slice(&[start], &[end], &[0], &[step]).unwrap();
+        assert_eq!(
+            (y.dims, &y.data[..]),
+            (vec![want.len()], want),
+            "{start}..{end} by {step}"
+        );
+    }
+}

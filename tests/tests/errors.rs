@@ -53,6 +53,7 @@ fn window_params_past_a_word_are_refused_with_or_without_gradients() {
     let mut buf = vec![0.0f32; 4096];
     let mut g: Graph<f32, 16> = Graph::new(&mut buf);
     let w = g.param(&[2, 1, 3, 3]).unwrap();
+    let wt = g.param(&[1, 2, 3, 3]).unwrap();
     let x = g.input(&[1, 1, 5, 5], &[0.5; 25]).unwrap();
     let cases = [
         (
@@ -102,6 +103,12 @@ fn window_params_past_a_word_are_refused_with_or_without_gradients() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("padding must be at most 65535"), "{e}");
+    let p = torchlet::ConvTranspose2dParams {
+        stride: [1 << 40, 1],
+        ..Default::default()
+    };
+    let e = g.no_grad().conv_transpose2d(x, wt, None, p).unwrap_err();
+    assert!(e.to_string().contains("stride must be at most 65535"), "{e}");
     // The graph is still usable: the same conv with sane parameters runs.
     let p = Conv2dParams {
         padding: [2, 1],

@@ -115,6 +115,16 @@ fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &ConvTranspose2dParams) -> 
         });
     }
     for d in 0..2 {
+        // As conv2d's (`window_out`): what the tape records, and safe index arithmetic.
+        for (v, what) in [
+            (p.stride[d], "stride must be at most 65535"),
+            (p.padding[d], "padding must be at most 65535"),
+            (p.dilation[d], "dilation must be at most 65535"),
+        ] {
+            if v > u16::MAX as usize {
+                return Err(invalid(what, v));
+            }
+        }
         if p.stride[d] == 0 {
             return Err(invalid("stride must be at least 1", 0));
         }

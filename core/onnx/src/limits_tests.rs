@@ -232,3 +232,59 @@ fn slices_with_extreme_steps_or_of_empty_axes_fold_without_overflow() {
         );
     }
 }
+
+#[test]
+fn window_attributes_past_a_word_are_refused() {
+    use onnx_protobuf::{
+        tensor_shape_proto::{dimension, Dimension},
+        type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    // x: [1, 1, 8, 8] into Conv (weight [1, 1, 3, 3]) with pads of 2^62.
+    let dims = [1i64, 1, 8, 8];
+    let mut shape = TensorShapeProto::new();
+    shape.dim = dims
+        .iter()
+        .map(|&v| {
+            let mut d = Dimension::new();
+            d.value = Some(dimension::Value::DimValue(v));
+            d
+        })
+        .collect();
+    let mut tt = type_proto::Tensor::new();
+    tt.elem_type = 1;
+    tt.shape = Some(shape).into();
+    let mut ty = TypeProto::new();
+    ty.value = Some(type_proto::Value::TensorType(tt));
+    let mut x = ValueInfoProto::new();
+    x.name = "x".into();
+    x.type_ = Some(ty).into();
+    let mut w = TensorProto::new();
+    w.name = "w".into();
+    w.dims = vec![1, 1, 3, 3];
+    w.data_type = 1;
+    w.float_data = vec![0.1; 9];
+    let ints_attr = |name: &str, v: Vec<i64>| {
+        let mut a = AttributeProto::new();
+        a.name = name.into();
+        a.type_ = AttributeType::INTS.into();
+        a.ints = v;
+        a
+    };
+    for (pads, strides) in [(1i64 << 62, 1i64), (1, 65536)] {
+        let conv = node(
+            "Conv",
+            &["x", "w"],
+            "y",
+            vec![
+                ints_attr("pads", vec![pads; 4]),
+                ints_attr("strides", vec![strides; 2]),
+            ],
+        );
+        let mut m = ModelProto::parse_from_bytes(&model(vec![w.clone()], vec![conv])).unwrap();
+        m.graph.mut_or_insert_default().input = vec![x.clone()];
+        match import(&m.write_to_bytes().unwrap(), None, &Options::default()) {
+            Err(Error::Node { index: 0, why, .. }) => assert!(why.contains("exceed 65535"), "{why}"),
+            other => panic!("expected the Conv refused, got {other:?}"),
+        }
+    }
+}

@@ -31,7 +31,8 @@ fn run(v: Option<&Value>, what: &str) -> Result<(ValueRef, Vec<Dim>), String> {
 
 fn sized(len: &Dim, f: impl Fn(i64) -> i64) -> Dim {
     match len {
-        Dim::Known(v) => Dim::Known(f(*v)),
+        // Past 2^31 a size is no tiny network's, and unknown keeps `f` from overflowing.
+        Dim::Known(v) if (0..=1 << 31).contains(v) => Dim::Known(f(*v)),
         _ => Dim::Unknown,
     }
 }
@@ -45,6 +46,10 @@ fn norm_axis(a: i64, rank: usize) -> Result<usize, String> {
 }
 
 /// Sliding-window output length (convolution, pooling).
+/// The largest stride, padding or dilation torchlet's window ops take (a word each), so
+/// that the size arithmetic here cannot overflow either.
+pub(crate) const MAX_WINDOW_PARAM: i64 = 65535;
+
 fn window(len: &Dim, k: i64, s: i64, pad: i64, d: i64, ceil: bool) -> Dim {
     sized(len, |l| {
         let span = l + pad - d * (k - 1) - 1;
@@ -332,6 +337,16 @@ impl Importer<'_> {
         let dil = attr_ints(n, "dilations").unwrap_or_else(|| vec![1; nd]);
         let mut pads = attr_ints(n, "pads").unwrap_or_else(|| vec![0; 2 * nd]);
         let groups = attr_int(n, "group").unwrap_or(1);
+        if stride
+            .iter()
+            .chain(&dil)
+            .chain(&pads)
+            .any(|&v| v > MAX_WINDOW_PARAM)
+        {
+            return Err(format!(
+                "strides {stride:?}, dilations {dil:?} or pads {pads:?} exceed {MAX_WINDOW_PARAM}"
+            ));
+        }
         let bad = stride.iter().chain(&dil).any(|&v| v < 1) || pads.iter().any(|&p| p < 0);
         if stride.len() != nd || dil.len() != nd || pads.len() != 2 * nd || bad {
             return Err("strides, dilations or pads do not match the kernel's rank".into());
@@ -404,6 +419,17 @@ impl Importer<'_> {
         let pads = attr_ints(n, "pads").unwrap_or_else(|| vec![0; 4]);
         let opad = attr_ints(n, "output_padding").unwrap_or_else(|| vec![0, 0]);
         let groups = attr_int(n, "group").unwrap_or(1);
+        if stride
+            .iter()
+            .chain(&dil)
+            .chain(&pads)
+            .chain(&opad)
+            .any(|&v| v > MAX_WINDOW_PARAM)
+        {
+            return Err(format!(
+                "strides {stride:?}, dilations {dil:?} or pads {pads:?} exceed {MAX_WINDOW_PARAM}"
+            ));
+        }
         let bad = stride.iter().chain(&dil).any(|&v| v < 1) || pads.iter().chain(&opad).any(|&p| p < 0);
         if stride.len() != 2 || dil.len() != 2 || pads.len() != 4 || opad.len() != 2 || bad {
             return Err("strides, dilations, pads or output_padding are not 2-D".into());

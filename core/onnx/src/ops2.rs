@@ -230,6 +230,12 @@ impl Importer<'_> {
         if attr_ints(n, "dilations").is_some_and(|d| d.iter().any(|&d| d != 1)) {
             return Err("dilated pooling is not supported".into());
         }
+        let max = crate::ops::MAX_WINDOW_PARAM;
+        if stride.iter().chain(&k).chain(&pads).any(|&v| v > max) {
+            return Err(format!(
+                "kernel {k:?}, strides {stride:?} or pads {pads:?} exceed {max}"
+            ));
+        }
         let bad = stride.iter().chain(&k).any(|&v| v < 1) || pads.iter().any(|&p| p < 0);
         if stride.len() != 2 || pads.len() != 4 || pads[..2] != pads[2..] || bad {
             return Err(format!(
@@ -392,6 +398,9 @@ impl Importer<'_> {
                 "Pad {pads:?} of a rank-{} tensor is not supported (only H and W of NCHW)",
                 s.len()
             ));
+        }
+        if pads.iter().any(|&v| i16::try_from(v).is_err()) {
+            return Err(format!("Pad {pads:?}: torchlet's pad takes -32768..=32767"));
         }
         let p = [pads[3], pads[7], pads[2], pads[6]];
         let mut out = s.clone();

@@ -386,8 +386,14 @@ mod tests {
         };
         // Refused by the window's checks before it would be packed (`word`).
         let e = g.conv2d(x, w, None, p);
-        assert!(matches!(e, Err(Error::InvalidParam { op: "conv2d", .. })), "{e:?}");
-        assert!(matches!(word(70_000, "conv2d"), Err(Error::Overflow { op: "conv2d" })));
+        assert!(
+            matches!(e, Err(Error::InvalidParam { op: "conv2d", .. })),
+            "{e:?}"
+        );
+        assert!(matches!(
+            word(70_000, "conv2d"),
+            Err(Error::Overflow { op: "conv2d" })
+        ));
         assert_eq!(g.tape_len(), 2);
         assert!(g.conv2d(x, w, None, Conv2dParams::default()).is_ok());
     }

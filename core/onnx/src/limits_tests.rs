@@ -61,6 +61,32 @@ fn model(inits: Vec<TensorProto>, nodes: Vec<NodeProto>) -> Vec<u8> {
     m.write_to_bytes().unwrap()
 }
 
+/// A float graph input `name` of fixed `dims`.
+fn float_input(name: &str, dims: &[i64]) -> onnx_protobuf::ValueInfoProto {
+    use onnx_protobuf::{
+        tensor_shape_proto::{dimension, Dimension},
+        type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    let mut shape = TensorShapeProto::new();
+    shape.dim = dims
+        .iter()
+        .map(|&v| {
+            let mut d = Dimension::new();
+            d.value = Some(dimension::Value::DimValue(v));
+            d
+        })
+        .collect();
+    let mut tt = type_proto::Tensor::new();
+    tt.elem_type = 1;
+    tt.shape = Some(shape).into();
+    let mut ty = TypeProto::new();
+    ty.value = Some(type_proto::Value::TensorType(tt));
+    let mut x = ValueInfoProto::new();
+    x.name = name.into();
+    x.type_ = Some(ty).into();
+    x
+}
+
 /// The import's error, which must be about folding at node `index`.
 fn refused_at(bytes: &[u8]) -> (usize, String) {
     match import(bytes, None, &Options::default()) {
@@ -137,28 +163,8 @@ fn a_reshape_whose_target_overflows_is_an_error() {
 
 #[test]
 fn a_graph_input_dim_past_the_limit_is_refused() {
-    use onnx_protobuf::{
-        tensor_shape_proto::{dimension, Dimension},
-        type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
-    };
     let dims = [1i64, 1, 1 << 40];
-    let mut shape = TensorShapeProto::new();
-    shape.dim = dims
-        .iter()
-        .map(|&v| {
-            let mut d = Dimension::new();
-            d.value = Some(dimension::Value::DimValue(v));
-            d
-        })
-        .collect();
-    let mut tt = type_proto::Tensor::new();
-    tt.elem_type = 1;
-    tt.shape = Some(shape).into();
-    let mut ty = TypeProto::new();
-    ty.value = Some(type_proto::Value::TensorType(tt));
-    let mut x = ValueInfoProto::new();
-    x.name = "x".into();
-    x.type_ = Some(ty).into();
+    let x = float_input("x", &dims);
     let mut m = ModelProto::parse_from_bytes(&model(vec![], vec![])).unwrap();
     m.graph.mut_or_insert_default().input = vec![x];
     match import(&m.write_to_bytes().unwrap(), None, &Options::default()) {
@@ -235,29 +241,9 @@ fn slices_with_extreme_steps_or_of_empty_axes_fold_without_overflow() {
 
 #[test]
 fn window_attributes_past_a_word_are_refused() {
-    use onnx_protobuf::{
-        tensor_shape_proto::{dimension, Dimension},
-        type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
-    };
     // x: [1, 1, 8, 8] into Conv (weight [1, 1, 3, 3]) with pads of 2^62.
     let dims = [1i64, 1, 8, 8];
-    let mut shape = TensorShapeProto::new();
-    shape.dim = dims
-        .iter()
-        .map(|&v| {
-            let mut d = Dimension::new();
-            d.value = Some(dimension::Value::DimValue(v));
-            d
-        })
-        .collect();
-    let mut tt = type_proto::Tensor::new();
-    tt.elem_type = 1;
-    tt.shape = Some(shape).into();
-    let mut ty = TypeProto::new();
-    ty.value = Some(type_proto::Value::TensorType(tt));
-    let mut x = ValueInfoProto::new();
-    x.name = "x".into();
-    x.type_ = Some(ty).into();
+    let x = float_input("x", &dims);
     let mut w = TensorProto::new();
     w.name = "w".into();
     w.dims = vec![1, 1, 3, 3];

@@ -8,14 +8,16 @@ use crate::tensor::{Dim, Value};
 /// large constant by a large index list would be their product).
 pub(crate) const MAX_FOLDED: usize = 1 << 20;
 
+/// The element count of `dims`, `None` when it overflows.
+pub(crate) fn elements(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
 /// The element count of `dims` when it is at most [`MAX_FOLDED`].
 pub(crate) fn foldable(dims: &[usize]) -> Result<usize, String> {
-    dims.iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|&c| c <= MAX_FOLDED)
-        .ok_or(format!(
-            "a constant of dims {dims:?} is more than the {MAX_FOLDED} elements shape arithmetic may fold"
-        ))
+    elements(dims).filter(|&c| c <= MAX_FOLDED).ok_or(format!(
+        "a constant of dims {dims:?} is more than the {MAX_FOLDED} elements shape arithmetic may fold"
+    ))
 }
 
 /// Row-major elements with their dims: the one shape both constant kinds share here.

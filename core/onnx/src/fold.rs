@@ -2,7 +2,7 @@
 //! `Unsqueeze`, `Concat`, `ConstantOfShape`, `Slice`, `Cast`, `Constant`, ...) on
 //! constants and known or named dims, so that none of it reaches the model.
 
-use crate::arr::{arr_of, axis, foldable, Arr};
+use crate::arr::{arr_of, axis, elements, foldable, Arr};
 use crate::tensor::{decode, Dim, Value};
 use onnx_protobuf::{attribute_proto::AttributeType, AttributeProto, NodeProto};
 
@@ -76,9 +76,8 @@ macro_rules! map_arr {
 
 /// Reshape target dims for `count` elements (`0` copies the input dim, `-1` infers).
 pub(crate) fn reshape_dims(input: &[usize], target: &[i64]) -> Result<Vec<usize>, String> {
-    let product = |d: &[usize]| d.iter().try_fold(1usize, |a, &v| a.checked_mul(v));
     let overflows = || format!("reshape of {input:?} to {target:?} overflows");
-    let count = product(input).ok_or_else(overflows)?;
+    let count = elements(input).ok_or_else(overflows)?;
     let mut out = Vec::with_capacity(target.len());
     let mut infer = None;
     for (k, &t) in target.iter().enumerate() {
@@ -92,14 +91,14 @@ pub(crate) fn reshape_dims(input: &[usize], target: &[i64]) -> Result<Vec<usize>
             t => return Err(format!("bad reshape dim {t}")),
         }
     }
-    let known = product(&out).ok_or_else(overflows)?;
+    let known = elements(&out).ok_or_else(overflows)?;
     if let Some(k) = infer {
         if known == 0 || !count.is_multiple_of(known) {
             return Err("reshape -1 does not divide".into());
         }
         out[k] = count / known;
     }
-    if product(&out) != Some(count) {
+    if elements(&out) != Some(count) {
         return Err(format!("cannot reshape {input:?} to {target:?}"));
     }
     Ok(out)

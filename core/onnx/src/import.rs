@@ -190,8 +190,7 @@ impl<'o> Importer<'o> {
             Value::Int { dims, data } => (dims, data.len()),
             Value::Run { .. } => return Ok(()),
         };
-        let count = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if count != Some(n) {
+        if crate::arr::elements(dims) != Some(n) {
             return Err(format!("folding gave {n} values for dims {dims:?}"));
         }
         if counts {

@@ -45,11 +45,25 @@ fn norm_axis(a: i64, rank: usize) -> Result<usize, String> {
         .ok_or(format!("axis {a} is out of range for rank {rank}"))
 }
 
-/// Sliding-window output length (convolution, pooling).
 /// The largest stride, padding or dilation torchlet's window ops take (a word each), so
 /// that the size arithmetic here cannot overflow either.
-pub(crate) const MAX_WINDOW_PARAM: i64 = 65535;
+const MAX_WINDOW_PARAM: i64 = 65535;
 
+/// An error naming the attributes `named` when any of their values is over
+/// [`MAX_WINDOW_PARAM`].
+pub(crate) fn window_params(named: &[(&str, &[i64])]) -> Result<(), String> {
+    if named
+        .iter()
+        .flat_map(|(_, v)| v.iter())
+        .all(|&v| v <= MAX_WINDOW_PARAM)
+    {
+        return Ok(());
+    }
+    let list: Vec<String> = named.iter().map(|(n, v)| format!("{n} {v:?}")).collect();
+    Err(format!("{} exceed {MAX_WINDOW_PARAM}", list.join(", ")))
+}
+
+/// Sliding-window output length (convolution, pooling).
 fn window(len: &Dim, k: i64, s: i64, pad: i64, d: i64, ceil: bool) -> Dim {
     sized(len, |l| {
         let span = l + pad - d * (k - 1) - 1;
@@ -337,16 +351,7 @@ impl Importer<'_> {
         let dil = attr_ints(n, "dilations").unwrap_or_else(|| vec![1; nd]);
         let mut pads = attr_ints(n, "pads").unwrap_or_else(|| vec![0; 2 * nd]);
         let groups = attr_int(n, "group").unwrap_or(1);
-        if stride
-            .iter()
-            .chain(&dil)
-            .chain(&pads)
-            .any(|&v| v > MAX_WINDOW_PARAM)
-        {
-            return Err(format!(
-                "strides {stride:?}, dilations {dil:?} or pads {pads:?} exceed {MAX_WINDOW_PARAM}"
-            ));
-        }
+        window_params(&[("strides", &stride), ("dilations", &dil), ("pads", &pads)])?;
         let bad = stride.iter().chain(&dil).any(|&v| v < 1) || pads.iter().any(|&p| p < 0);
         if stride.len() != nd || dil.len() != nd || pads.len() != 2 * nd || bad {
             return Err("strides, dilations or pads do not match the kernel's rank".into());
@@ -419,17 +424,12 @@ impl Importer<'_> {
         let pads = attr_ints(n, "pads").unwrap_or_else(|| vec![0; 4]);
         let opad = attr_ints(n, "output_padding").unwrap_or_else(|| vec![0, 0]);
         let groups = attr_int(n, "group").unwrap_or(1);
-        if stride
-            .iter()
-            .chain(&dil)
-            .chain(&pads)
-            .chain(&opad)
-            .any(|&v| v > MAX_WINDOW_PARAM)
-        {
-            return Err(format!(
-                "strides {stride:?}, dilations {dil:?} or pads {pads:?} exceed {MAX_WINDOW_PARAM}"
-            ));
-        }
+        window_params(&[
+            ("strides", &stride),
+            ("dilations", &dil),
+            ("pads", &pads),
+            ("output_padding", &opad),
+        ])?;
         let bad = stride.iter().chain(&dil).any(|&v| v < 1) || pads.iter().chain(&opad).any(|&p| p < 0);
         if stride.len() != 2 || dil.len() != 2 || pads.len() != 4 || opad.len() != 2 || bad {
             return Err("strides, dilations, pads or output_padding are not 2-D".into());

@@ -230,12 +230,7 @@ impl Importer<'_> {
         if attr_ints(n, "dilations").is_some_and(|d| d.iter().any(|&d| d != 1)) {
             return Err("dilated pooling is not supported".into());
         }
-        let max = crate::ops::MAX_WINDOW_PARAM;
-        if stride.iter().chain(&k).chain(&pads).any(|&v| v > max) {
-            return Err(format!(
-                "kernel {k:?}, strides {stride:?} or pads {pads:?} exceed {max}"
-            ));
-        }
+        crate::ops::window_params(&[("kernel_shape", &k), ("strides", &stride), ("pads", &pads)])?;
         let bad = stride.iter().chain(&k).any(|&v| v < 1) || pads.iter().any(|&p| p < 0);
         if stride.len() != 2 || pads.len() != 4 || pads[..2] != pads[2..] || bad {
             return Err(format!(

@@ -8,8 +8,8 @@
 //! weight gradient is conv2d's weight gradient with `x` as the output gradient and the
 //! output gradient as the input. Every pass takes the fast kernels conv2d takes.
 
-use super::expect_rank;
 use super::registry::{need, opt, pair, uint, Attrs, OpSpec};
+use super::{expect_rank, window_words};
 use crate::error::{Error, Result};
 use crate::graph::{word, BackwardFn, Graph, NoGrad, Op, OpKind, Tensor};
 use crate::kernels::conv::ConvGeom;
@@ -115,16 +115,7 @@ fn geometry(x: Shape, w: Shape, b: Option<Shape>, p: &ConvTranspose2dParams) -> 
         });
     }
     for d in 0..2 {
-        // As conv2d's (`window_out`): what the tape records, and safe index arithmetic.
-        for (v, what) in [
-            (p.stride[d], "stride must be at most 65535"),
-            (p.padding[d], "padding must be at most 65535"),
-            (p.dilation[d], "dilation must be at most 65535"),
-        ] {
-            if v > u16::MAX as usize {
-                return Err(invalid(what, v));
-            }
-        }
+        window_words(OP, p.stride[d], p.padding[d], p.dilation[d])?;
         if p.stride[d] == 0 {
             return Err(invalid("stride must be at least 1", 0));
         }

@@ -175,6 +175,26 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 }
 
+/// Refuses a stride, padding or dilation over a word: what the tape can record, and
+/// what keeps the kernels' signed index arithmetic in range on 32-bit targets, with or
+/// without gradients.
+pub(crate) fn window_words(op: &'static str, stride: usize, pad: usize, dil: usize) -> Result<()> {
+    for (v, what) in [
+        (stride, "stride must be at most 65535"),
+        (pad, "padding must be at most 65535"),
+        (dil, "dilation must be at most 65535"),
+    ] {
+        if v > u16::MAX as usize {
+            return Err(Error::InvalidParam {
+                op,
+                what,
+                value: i64::try_from(v).unwrap_or(i64::MAX),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The output length of a sliding window, as PyTorch computes it for conv and pool:
 /// `floor_or_ceil((len + 2*pad - dil*(k-1) - 1) / stride) + 1`, with the ceil-mode rule
 /// that the last window must start inside the input or the left padding.
@@ -209,21 +229,7 @@ pub(crate) fn window_out(
             value: 0,
         });
     }
-    // What the tape can record (a word each), and what keeps the kernels' signed
-    // index arithmetic in range on 32-bit targets, with or without gradients.
-    for (v, what) in [
-        (stride, "stride must be at most 65535"),
-        (pad, "padding must be at most 65535"),
-        (dil, "dilation must be at most 65535"),
-    ] {
-        if v > u16::MAX as usize {
-            return Err(Error::InvalidParam {
-                op,
-                what,
-                value: i64::try_from(v).unwrap_or(i64::MAX),
-            });
-        }
-    }
+    window_words(op, stride, pad, dil)?;
     let eff = dil.checked_mul(k - 1).and_then(|v| v.checked_add(1)).ok_or(ovf)?;
     let padded = pad.checked_mul(2).and_then(|p| p.checked_add(len)).ok_or(ovf)?;
     if eff > padded {

@@ -34,15 +34,24 @@ fn axis(a: i64, rank: usize) -> Result<usize, String> {
         .ok_or(format!("dim {a} out of range for rank {rank}"))
 }
 
+/// The largest dim an input, a tensor or a node's output may have here: with it and
+/// [`MAX_ATTR`], every size below is worked out in `i64` without overflow.
+pub const MAX_DIM: usize = 1 << 28;
+
+/// The largest magnitude of an integer attribute that shape inference accepts.
+const MAX_ATTR: i64 = 1 << 31;
+
 /// The shape of every node's output for inputs of sizes `inputs`, or why the graph
-/// cannot run on them (a window larger than its input, channels that do not match).
+/// cannot run on them (a window larger than its input, channels that do not match,
+/// a dim past [`MAX_DIM`]).
 pub fn shapes(spec: &GraphSpec, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>, String> {
     for (k, (given, want)) in inputs.iter().zip(&spec.inputs).enumerate() {
         let fits = given.len() == want.dims.len()
             && given.iter().zip(&want.dims).all(|(&g, d)| match d {
                 DimSpec::Fixed(v) => g == *v,
                 DimSpec::Free { .. } => g >= 1,
-            });
+            })
+            && given.iter().all(|&g| g <= MAX_DIM);
         if !fits {
             return Err(format!(
                 "input {k} has dims {given:?}, the graph takes {:?}",
@@ -53,7 +62,7 @@ pub fn shapes(spec: &GraphSpec, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>
     let mut out: Vec<Vec<usize>> = Vec::with_capacity(spec.nodes.len());
     for (i, n) in spec.nodes.iter().enumerate() {
         let get = |k: usize| -> Result<Vec<usize>, String> {
-            match n.inputs.get(k).copied().flatten() {
+            let dims = match n.inputs.get(k).copied().flatten() {
                 Some(ValueRef::Input(j)) => inputs.get(j).cloned().ok_or(format!("input {j} not given")),
                 Some(ValueRef::Tensor(j)) => spec
                     .tensors
@@ -62,11 +71,21 @@ pub fn shapes(spec: &GraphSpec, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>
                     .ok_or(format!("no tensor {j}")),
                 Some(ValueRef::Node(j)) if j < i => Ok(out[j].clone()),
                 r => Err(format!("bad input {r:?}")),
+            }?;
+            match dims.iter().any(|&d| d > MAX_DIM) {
+                true => Err(format!("input {k} has dims {dims:?}, past {MAX_DIM}")),
+                false => Ok(dims),
             }
         };
         let s = node_shape(n, &get).map_err(|e| format!("node {i} ({} {:?}): {e}", n.op, n.name))?;
         if s.contains(&0) {
             return Err(format!("node {i} ({} {:?}): output {s:?} is empty", n.op, n.name));
+        }
+        if s.iter().any(|&d| d > MAX_DIM) {
+            return Err(format!(
+                "node {i} ({} {:?}): output {s:?} has a dim past {MAX_DIM}",
+                n.op, n.name
+            ));
         }
         out.push(s);
     }
@@ -90,7 +109,30 @@ const FOUR_D: &[&str] = &[
     "interpolate",
 ];
 
+/// A size worked out in `i64` as a dim: negative ones become 0 (an empty output, which
+/// [`shapes`] refuses), ones past [`MAX_DIM`] are refused.
+fn to_dim(v: i64) -> Result<usize, String> {
+    match usize::try_from(v.max(0)) {
+        Ok(d) if d <= MAX_DIM => Ok(d),
+        _ => Err(format!("an output dim of {v}, past {MAX_DIM}")),
+    }
+}
+
 fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -> Result<Vec<usize>, String> {
+    for (name, v) in &n.attrs {
+        let too_big = match v {
+            AttrValue::Int(v) => v.unsigned_abs() > MAX_ATTR as u64,
+            AttrValue::Ints(v) => v.iter().any(|v| v.unsigned_abs() > MAX_ATTR as u64),
+            _ => false,
+        };
+        if too_big {
+            return Err(format!("attribute {name} {v:?} is past {MAX_ATTR} in magnitude"));
+        }
+    }
+    let groups = int(n, "groups", 1);
+    if groups < 1 {
+        return Err(format!("groups {groups} is below 1"));
+    }
     let x = get(0)?;
     let rank = x.len();
     let need = if FOUR_D.contains(&n.op.as_str()) {
@@ -123,13 +165,13 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
         if ceil && (o - 1) * s >= l as i64 + p {
             o -= 1;
         }
-        Ok(o as usize)
+        to_dim(o)
     };
     Ok(match n.op.as_str() {
         "conv2d" | "conv1d" => {
             let w = get(1)?;
             let nd = rank - 2;
-            if x[1] != w[1] * int(n, "groups", 1) as usize {
+            if x[1] as u64 != w[1] as u64 * groups as u64 {
                 return Err(format!("input {x:?} does not fit weight {w:?}"));
             }
             let (s, p, d) = (
@@ -154,13 +196,13 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
             let w = get(1)?;
             let (s, p) = (ints(n, "stride", &[1]), ints(n, "padding", &[0]));
             let (op, d) = (ints(n, "output_padding", &[0]), ints(n, "dilation", &[1]));
-            let mut o = vec![x[0], w[1] * int(n, "groups", 1) as usize];
+            let mut o = vec![x[0], to_dim(w[1] as i64 * groups)?];
             for k in 0..2 {
                 let l = (x[2 + k] as i64 - 1) * at(&s, k, 1) - 2 * at(&p, k, 0)
                     + at(&d, k, 1) * (w[2 + k] as i64 - 1)
                     + at(&op, k, 0)
                     + 1;
-                o.push(l.max(0) as usize);
+                o.push(to_dim(l)?);
             }
             o
         }
@@ -180,16 +222,16 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
         }
         "adaptive_avg_pool2d" | "adaptive_max_pool2d" => {
             let o = ints(n, "output_size", &[1]);
-            vec![x[0], x[1], at(&o, 0, 1) as usize, at(&o, 1, 1) as usize]
+            vec![x[0], x[1], to_dim(at(&o, 0, 1))?, to_dim(at(&o, 1, 1))?]
         }
         "pad" => {
             let p = ints(n, "pad", &[0; 4]);
-            let add = |l: usize, a: i64, b: i64| (l as i64 + a + b).max(0) as usize;
+            let add = |l: usize, a: i64, b: i64| to_dim(l as i64 + a + b);
             vec![
                 x[0],
                 x[1],
-                add(x[2], at(&p, 2, 0), at(&p, 3, 0)),
-                add(x[3], at(&p, 0, 0), at(&p, 1, 0)),
+                add(x[2], at(&p, 2, 0), at(&p, 3, 0))?,
+                add(x[3], at(&p, 0, 0), at(&p, 1, 0))?,
             ]
         }
         "interpolate" => match attr(n, "scale_factor") {
@@ -204,13 +246,16 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
             }
             _ => {
                 let s = ints(n, "size", &[0]);
-                vec![x[0], x[1], at(&s, 0, 0) as usize, at(&s, 1, 0) as usize]
+                vec![x[0], x[1], to_dim(at(&s, 0, 0))?, to_dim(at(&s, 1, 0))?]
             }
         },
         "flatten" => {
             let sd = axis(int(n, "start_dim", 0), rank)?;
             let mut o = x[..sd].to_vec();
-            o.push(x[sd..].iter().product());
+            let product = x[sd..]
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d).filter(|&p| p <= MAX_DIM));
+            o.push(product.ok_or(format!("flattening {x:?} makes a dim past {MAX_DIM}"))?);
             o
         }
         "linear" => {

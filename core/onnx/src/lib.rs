@@ -26,6 +26,8 @@ mod fold;
 mod import;
 pub mod infer;
 #[cfg(test)]
+mod infer_tests;
+#[cfg(test)]
 mod limits_tests;
 mod ops;
 mod ops2;

@@ -66,19 +66,12 @@ impl<T: Clone> Arr<T> {
         Ok(Arr { dims, data })
     }
 
-    fn offset(&self, idx: &[usize]) -> usize {
-        strides(&self.dims).iter().zip(idx).map(|(s, i)| s * i).sum()
-    }
-
     pub(crate) fn transpose(&self, perm: &[usize]) -> Result<Arr<T>, String> {
         let dims = perm.iter().map(|&p| self.dims[p]).collect();
-        self.gather_by(dims, |o| {
-            let mut src = vec![0; perm.len()];
-            for (k, &p) in perm.iter().enumerate() {
-                src[p] = o[k];
-            }
-            self.offset(&src)
-        })
+        let s = strides(&self.dims);
+        // Output dim `k` steps through source dim `perm[k]`.
+        let step: Vec<usize> = perm.iter().map(|&p| s[p]).collect();
+        self.gather_by(dims, |o| o.iter().zip(&step).map(|(i, s)| i * s).sum())
     }
 
     pub(crate) fn gather(&self, ax: usize, indices: &[i64], idims: &[usize]) -> Result<Arr<T>, String> {
@@ -97,16 +90,12 @@ impl<T: Clone> Arr<T> {
         dims.extend_from_slice(idims);
         dims.extend_from_slice(&self.dims[ax + 1..]);
         let ir = idims.len();
+        let (s, is) = (strides(&self.dims), strides(idims));
         self.gather_by(dims, |o| {
-            let mut src = o[..ax].to_vec();
-            let flat_i: usize = strides(idims)
-                .iter()
-                .zip(&o[ax..ax + ir])
-                .map(|(s, i)| s * i)
-                .sum();
-            src.push(idx[flat_i]);
-            src.extend_from_slice(&o[ax + ir..]);
-            self.offset(&src)
+            let flat_i: usize = is.iter().zip(&o[ax..ax + ir]).map(|(s, i)| s * i).sum();
+            let before: usize = o[..ax].iter().zip(&s).map(|(i, s)| i * s).sum();
+            let after: usize = o[ax + ir..].iter().zip(&s[ax + 1..]).map(|(i, s)| i * s).sum();
+            before + idx[flat_i] * s[ax] + after
         })
     }
 
@@ -152,11 +141,11 @@ impl<T: Clone> Arr<T> {
             start[a] = s;
             step[a] = st;
         }
+        let s = strides(&self.dims);
         self.gather_by(dims, |o| {
-            let src: Vec<usize> = (0..rank)
-                .map(|k| (start[k] + o[k] as i64 * step[k]) as usize)
-                .collect();
-            self.offset(&src)
+            (0..rank)
+                .map(|k| (start[k] + o[k] as i64 * step[k]) as usize * s[k])
+                .sum()
         })
     }
 }
@@ -172,5 +161,39 @@ pub(crate) fn arr_of(v: &Value) -> Option<Result<Arr<Dim>, Arr<f32>>> {
             data: data.clone(),
         })),
         Value::Run { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Arr;
+
+    /// `0, 1, 2, ...` in dims `dims`.
+    fn iota(dims: &[usize]) -> Arr<u32> {
+        let n = dims.iter().product::<usize>() as u32;
+        Arr {
+            dims: dims.to_vec(),
+            data: (0..n).collect(),
+        }
+    }
+
+    #[test]
+    fn transpose_gather_and_slice_pick_the_right_elements() {
+        let a = iota(&[2, 3, 4]);
+        let t = a.transpose(&[2, 0, 1]).unwrap();
+        assert_eq!(t.dims, [4, 2, 3]);
+        // t[k][i][j] = a[i][j][k] = 12 i + 4 j + k.
+        assert_eq!(&t.data[..7], [0, 4, 8, 12, 16, 20, 1]);
+        assert_eq!(t.data[23], 23);
+        let g = a.gather(1, &[2, -3, 1, 2], &[2, 2]).unwrap();
+        assert_eq!(g.dims, [2, 2, 2, 4]);
+        // g[i][p][q][k] = a[i][idx[2p + q]][k], indices 2, 0, 1, 2.
+        assert_eq!(&g.data[..8], [8, 9, 10, 11, 0, 1, 2, 3]);
+        assert_eq!(&g.data[28..], [20, 21, 22, 23]);
+        let s = a.slice(&[-1, 3], &[-4, 0], &[1, 2], &[-1, -2]).unwrap();
+        assert_eq!(s.dims, [2, 3, 2]);
+        // s[i][j][k] = a[i][2 - j][3 - 2 k].
+        assert_eq!(&s.data[..4], [11, 9, 7, 5]);
+        assert_eq!(&s.data[6..8], [23, 21]);
     }
 }

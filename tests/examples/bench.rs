@@ -29,7 +29,8 @@
 //!   measured by a loop of independent multiply-adds of the widest instructions the
 //!   kernels dispatch to (AVX-512F, AVX2 + FMA, or this build's SIMD), and the
 //!   nominal peak is the clock from /proc/cpuinfo times the FLOP per cycle of two FMA
-//!   pipes (32 for 256-bit, 64 for 512-bit vectors) when the CPU has AVX2 and FMA.
+//!   pipes (32 for 256-bit, 64 for 512-bit vectors, 32 for 512-bit on AMD Zen 4) when
+//!   the CPU has AVX2 and FMA.
 
 use std::fmt::Write as _;
 use std::hint::black_box;

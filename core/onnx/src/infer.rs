@@ -39,7 +39,7 @@ fn axis(a: i64, rank: usize) -> Result<usize, String> {
 pub const MAX_DIM: usize = 1 << 28;
 
 /// The largest magnitude of an integer attribute that shape inference accepts.
-const MAX_ATTR: i64 = 1 << 31;
+pub const MAX_ATTR: i64 = 1 << 31;
 
 /// The shape of every node's output for inputs of sizes `inputs`, or why the graph
 /// cannot run on them (a window larger than its input, channels that do not match,

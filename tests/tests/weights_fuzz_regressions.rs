@@ -44,7 +44,7 @@ fn conformance_case_inputs_replay_without_panic() {
 
 #[test]
 fn model_load_inputs_replay_without_panic() {
-    assert!(replay("model_load", fuzzing::model_load) >= 5);
+    assert!(replay("model_load", fuzzing::model_load) >= 6);
 }
 
 #[test]

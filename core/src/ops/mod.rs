@@ -152,14 +152,17 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
 }
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
-    /// Runs `f` on `R` read views and one write view, unless the graph only plans.
+    /// Runs `f` on `R` read views and one write view, unless the graph only plans or
+    /// the write view is empty. (A kernel's only effect is its write view; with it
+    /// empty, the loops of some kernels would still count through the other dims of an
+    /// empty tensor, which may be huge: found by fuzzing.)
     pub(crate) fn exec<const R: usize>(
         &mut self,
         reads: [Span; R],
         write: Span,
         f: impl FnOnce([&[S]; R], &mut [S]),
     ) -> Result<()> {
-        if self.arena.is_meta() {
+        if self.arena.is_meta() || write.len == 0 {
             return Ok(());
         }
         let (r, w) = self.arena.views(reads, write)?;

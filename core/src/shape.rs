@@ -28,7 +28,14 @@ impl Shape {
             rank: dims.len() as u8,
         };
         s.dims[..dims.len()].copy_from_slice(dims);
-        s.checked_numel().ok_or(Error::Overflow { op: "shape" })?;
+        // The product of the non-zero dims, so that no product of some of the dims
+        // overflows either, even in an empty shape (`dims[2..]`, flatten's tail; found
+        // by fuzzing).
+        let nonzero = dims
+            .iter()
+            .filter(|&&d| d > 0)
+            .try_fold(1usize, |a, &d| a.checked_mul(d));
+        nonzero.ok_or(Error::Overflow { op: "shape" })?;
         Ok(s)
     }
 
@@ -60,10 +67,6 @@ impl Shape {
     /// Number of elements (checked at construction, so it cannot overflow).
     pub fn numel(&self) -> usize {
         self.dims().iter().product()
-    }
-
-    fn checked_numel(&self) -> Option<usize> {
-        self.dims().iter().try_fold(1usize, |a, &d| a.checked_mul(d))
     }
 
     /// The dimensions as stored and the rank, for a tape record that keeps them apart
@@ -108,6 +111,10 @@ mod tests {
     fn rank_and_overflow_are_errors() {
         assert!(Shape::new(&[1, 2, 3, 4, 5]).is_err());
         assert_eq!(Shape::new(&[usize::MAX, 2]), Err(Error::Overflow { op: "shape" }));
+        // Empty, but a product of its other dims would overflow.
+        let huge = 1usize << (usize::BITS / 2);
+        assert_eq!(Shape::new(&[0, huge, huge]), Err(Error::Overflow { op: "shape" }));
+        assert_eq!(Shape::new(&[0, huge, 2]).unwrap().numel(), 0);
         let s = Shape::new(&[2, 3, 4]).unwrap();
         assert_eq!(s.numel(), 24);
         assert_eq!(Shape::scalar().numel(), 1);

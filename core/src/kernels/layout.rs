@@ -18,11 +18,6 @@ fn strides(d: [usize; 4]) -> [usize; 4] {
 /// Calls `f(out, inp)` for every element of the permutation of `inp_dims` by `perm`
 /// (output dimension `k` is input dimension `perm[k]`), `out` in output order.
 fn permuted(inp_dims: [usize; 4], perm: [usize; 4], mut f: impl FnMut(usize, usize)) {
-    // Empty: without this the outer loops would still count through the other dims,
-    // which an empty tensor may have as large as it likes (found by fuzzing).
-    if inp_dims.contains(&0) {
-        return;
-    }
     let s = strides(inp_dims);
     let od = perm.map(|p| inp_dims[p]);
     let os = perm.map(|p| s[p]);
@@ -86,8 +81,11 @@ pub fn cat_backward<S: Scalar>(row: usize, start: usize, len: usize, gy: &[S], g
 /// The output index of input element `(a, b, c, d)` when the dimensions whose bit is
 /// set in `mask` (bit `k` for padded dimension `k`) are reduced away.
 fn reduced(inp_dims: [usize; 4], mask: u32, mut f: impl FnMut(usize, usize)) {
+    // Empty: without this the outer loops would still count through the other dims,
+    // which an empty tensor may have huge (found by fuzzing). Reached when the output
+    // is not empty (a sum over an empty dim), so `Graph::exec` does not skip it.
     if inp_dims.contains(&0) {
-        return; // as in `permuted`
+        return;
     }
     let keep = |k: usize, v: usize| if mask >> k & 1 == 1 { 0 } else { v };
     let kd = [0, 1, 2, 3].map(|k| keep(k, inp_dims[k]).max(1));

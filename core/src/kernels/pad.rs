@@ -68,9 +68,6 @@ pub fn source(o: usize, before: isize, len: usize, mode: PadMode) -> Option<usiz
 
 /// `y = pad(x)`; `value` fills constant padding.
 pub fn pad_forward<S: Scalar>(g: &PadGeom, value: S, x: &[S], y: &mut [S]) {
-    if g.oh == 0 || g.ow == 0 {
-        return; // no output: without this, an empty tensor's planes would be counted through
-    }
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     for p in 0..g.planes {
         let xp = &x[p * ip..][..ip];
@@ -91,7 +88,9 @@ pub fn pad_forward<S: Scalar>(g: &PadGeom, value: S, x: &[S], y: &mut [S]) {
 /// `gx[src] += gy[dst]` for every output pixel that read an input pixel.
 pub fn pad_backward<S: Scalar>(g: &PadGeom, gy: &[S], gx: &mut [S]) {
     if g.oh == 0 || g.ow == 0 {
-        return; // no output: without this, an empty tensor's planes would be counted through
+        // No output, but an input gradient to write (so `Graph::exec` runs this): the
+        // loops would count through the planes for nothing.
+        return;
     }
     let (ip, op) = (g.h * g.w, g.oh * g.ow);
     for p in 0..g.planes {

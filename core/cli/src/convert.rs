@@ -7,30 +7,12 @@ use torchlet::model::{encode, TensorKind};
 
 pub fn run(model: &Path, out: &Path, fold_bn: bool, freeze: &[String], int8: bool) -> Result<(), String> {
     let bytes = files::read(model)?;
-    let dir = model.parent().unwrap_or(Path::new("."));
-    // External initializers (`model.onnx.data`): a first import notes the files the
-    // model names; they are read relative to the model and the import runs again.
+    // External initializers (`model.onnx.data`, or several files) are read from the
+    // model's folder only, each tensor's own bytes (`torchlet_onnx::external`).
+    let folder = model.parent().unwrap_or(Path::new(""));
     let options = torchlet_onnx::Options { fold_bn };
-    let asked = std::cell::RefCell::new(Vec::<String>::new());
-    let note = |loc: &str| {
-        asked.borrow_mut().push(loc.to_string());
-        None
-    };
-    let first = torchlet_onnx::import_with(&bytes, &note, &options);
-    let mut locations = asked.into_inner();
-    locations.sort();
-    locations.dedup();
-    let mut spec = if locations.is_empty() {
-        first
-    } else {
-        let external: Vec<(String, Vec<u8>)> = locations
-            .into_iter()
-            .map(|loc| files::read(&dir.join(&loc)).map(|d| (loc, d)))
-            .collect::<Result<_, _>>()?;
-        let lookup = |loc: &str| external.iter().find(|(l, _)| l == loc).map(|(_, d)| d.as_slice());
-        torchlet_onnx::import_with(&bytes, &lookup, &options)
-    }
-    .map_err(|e| format!("{}: {e}", model.display()))?;
+    let mut spec = torchlet_onnx::import_from_folder(&bytes, folder, &options)
+        .map_err(|e| format!("{}: {e}", model.display()))?;
     let mut frozen = 0;
     for t in &mut spec.tensors {
         if let TensorKind::Param { trainable: true } = t.kind {

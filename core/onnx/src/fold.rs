@@ -3,7 +3,7 @@
 //! constants and known or named dims, so that none of it reaches the model.
 
 use crate::arr::{arr_of, axis, elements, foldable, Arr};
-use crate::tensor::{decode, Dim, Value};
+use crate::tensor::{decode, no_external, Dim, Value};
 use onnx_protobuf::{attribute_proto::AttributeType, AttributeProto, NodeProto};
 
 /// The ops this module evaluates when their inputs are constants (`Shape` only needs
@@ -303,7 +303,7 @@ pub(crate) fn fold(n: &NodeProto, inputs: &[Option<&Value>]) -> Option<Result<Va
                 Err(e) => return Some(Err(e)),
             };
             let fill = match attr(n, "value").and_then(|a| a.t.as_ref()) {
-                Some(t) => decode(t, &|_| None),
+                Some(t) => decode(t, &no_external),
                 None => Ok(Value::Float {
                     dims: vec![1],
                     data: vec![0.0],
@@ -408,7 +408,7 @@ fn constant(n: &NodeProto) -> Result<Value, String> {
     match (a.name.as_str(), ty) {
         ("value", AttributeType::TENSOR) => {
             let t = a.t.as_ref().ok_or("Constant without a tensor")?;
-            let mut v = decode(t, &|_| None)?;
+            let mut v = decode(t, &no_external)?;
             if let Value::Float { init, .. } = &mut v {
                 *init = None;
             }

@@ -2,7 +2,7 @@
 //! either folded ([`crate::fold`]), mapped to torchlet ops ([`crate::ops`]) or refused.
 
 use crate::fold::fold;
-use crate::tensor::{decode, Dim, Value};
+use crate::tensor::{decode, Dim, Reader, Value};
 use crate::{Error, Options};
 use onnx_protobuf::{tensor_shape_proto::dimension, type_proto, ModelProto, NodeProto};
 use std::collections::HashMap;
@@ -34,9 +34,9 @@ const MAX_INPUT_DIM: i64 = 1 << 24;
 const MAX_FOLDED_TOTAL: usize = 4 * crate::arr::MAX_FOLDED;
 
 impl<'o> Importer<'o> {
-    pub(crate) fn run<'a>(
+    pub(crate) fn run(
         proto: &ModelProto,
-        lookup: &dyn Fn(&str) -> Option<&'a [u8]>,
+        read: &Reader<'_, '_>,
         options: &'o Options,
     ) -> Result<GraphSpec, Error> {
         let g = proto
@@ -59,7 +59,7 @@ impl<'o> Importer<'o> {
             folded: 0,
         };
         for t in &g.initializer {
-            let v = decode(t, lookup).map_err(Error::Model)?;
+            let v = decode(t, read).map_err(Error::Model)?;
             im.values.insert(t.name.clone(), v);
         }
         for input in &g.input {

@@ -22,6 +22,7 @@
 //! [`DimSpec::Free`]: torchlet::model::spec::DimSpec::Free
 
 mod arr;
+pub mod external;
 mod fold;
 mod import;
 pub mod infer;
@@ -33,8 +34,11 @@ mod ops;
 mod ops2;
 mod tensor;
 
+use std::borrow::Cow;
 use std::fmt;
+use std::path::Path;
 
+pub use tensor::ExternalRef;
 pub use torchlet::model::spec::GraphSpec;
 
 /// Import choices.
@@ -91,14 +95,39 @@ pub fn import(model: &[u8], external_data: Option<&[u8]>, options: &Options) -> 
 }
 
 /// Imports an ONNX model whose external initializers may live in several files: `lookup`
-/// gives the bytes of the file named by an initializer's `location`, or `None`.
+/// gives the bytes of the whole file named by an initializer's `location`, or `None`
+/// (an error naming the tensor and the location). Each tensor's `offset` and length
+/// must lie inside its file.
 pub fn import_with<'a>(
     model: &[u8],
     lookup: &dyn Fn(&str) -> Option<&'a [u8]>,
     options: &Options,
 ) -> Result<GraphSpec, Error> {
+    run(model, &|r| tensor::slice_of(lookup, r), options)
+}
+
+/// Imports an ONNX model whose external initializers are read by `read`: exactly
+/// [`ExternalRef::length`] bytes from [`ExternalRef::offset`] of its `location`, or why
+/// not (the error then names the tensor and the location too).
+pub fn import_reading(
+    model: &[u8],
+    read: &dyn Fn(&ExternalRef<'_>) -> Result<Vec<u8>, String>,
+    options: &Options,
+) -> Result<GraphSpec, Error> {
+    run(model, &|r| read(r).map(Cow::Owned), options)
+}
+
+/// Imports an ONNX model read from a file in `folder` (`""` is the current directory),
+/// its external initializers read from files inside that folder only
+/// ([`external::read`]: no absolute path, nothing outside through `..` or a symlink,
+/// regular files only, only the bytes each tensor takes).
+pub fn import_from_folder(model: &[u8], folder: &Path, options: &Options) -> Result<GraphSpec, Error> {
+    import_reading(model, &|r| external::read(folder, r), options)
+}
+
+fn run<'a>(model: &[u8], read: &tensor::Reader<'_, 'a>, options: &Options) -> Result<GraphSpec, Error> {
     use onnx_protobuf::Message;
     let proto =
         onnx_protobuf::ModelProto::parse_from_bytes(model).map_err(|e| Error::Parse(e.to_string()))?;
-    import::Importer::run(&proto, lookup, options)
+    import::Importer::run(&proto, read, options)
 }

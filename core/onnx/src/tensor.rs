@@ -3,6 +3,7 @@
 //! decoding of ONNX `TensorProto`s into constants.
 
 use onnx_protobuf::TensorProto;
+use std::borrow::Cow;
 use torchlet::model::spec::ValueRef;
 
 /// One dim of a run-time shape, or one element of an integer constant that shape
@@ -83,11 +84,8 @@ const INT64: i32 = 7;
 const BOOL: i32 = 9;
 const DOUBLE: i32 = 11;
 
-/// Decodes a tensor (inline or external data from `lookup`) into a constant.
-pub(crate) fn decode<'a>(
-    t: &TensorProto,
-    lookup: &dyn Fn(&str) -> Option<&'a [u8]>,
-) -> Result<Value, String> {
+/// Decodes a tensor (inline, or external data from `read`) into a constant.
+pub(crate) fn decode(t: &TensorProto, read: &Reader<'_, '_>) -> Result<Value, String> {
     let mut dims = Vec::with_capacity(t.dims.len());
     let mut count: usize = 1;
     for &d in &t.dims {
@@ -99,13 +97,6 @@ pub(crate) fn decode<'a>(
             .ok_or(format!("tensor {:?} is absurdly large", t.name))?;
         dims.push(d);
     }
-    let external;
-    let raw: &[u8] = if t.data_location.value() == 1 {
-        external = external_bytes(t, lookup)?;
-        external
-    } else {
-        &t.raw_data
-    };
     let width = match t.data_type {
         FLOAT | INT32 => 4,
         INT64 | DOUBLE => 8,
@@ -116,6 +107,14 @@ pub(crate) fn decode<'a>(
                 t.name
             ))
         }
+    };
+    let external;
+    let raw: &[u8] = if t.data_location.value() == 1 {
+        // At most 2^28 values of at most 8 bytes: no overflow.
+        external = external_bytes(t, (count * width) as u64, read)?;
+        &external
+    } else {
+        &t.raw_data
     };
     let bad = |n: usize| {
         format!(
@@ -187,16 +186,41 @@ fn int(dims: Vec<usize>, data: impl Iterator<Item = i64>) -> Value {
     }
 }
 
-/// The bytes of an external tensor: `location`, `offset`, `length` in its file.
-fn external_bytes<'a>(
-    t: &TensorProto,
-    lookup: &dyn Fn(&str) -> Option<&'a [u8]>,
-) -> Result<&'a [u8], String> {
-    let (mut location, mut offset, mut length) = (None, 0usize, None);
+/// Where an initializer's external data is, as its `TensorProto` says: `length` is
+/// the number of bytes its dims and element type take (a declared `length` that
+/// differs is refused before anything is read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExternalRef<'t> {
+    /// The initializer's name.
+    pub tensor: &'t str,
+    /// Its `location`: a file name relative to the model's folder.
+    pub location: &'t str,
+    /// Its `offset` in that file (0 when absent).
+    pub offset: u64,
+    /// How many bytes to read from `offset`.
+    pub length: u64,
+}
+
+/// What gives the bytes of external data: exactly `length` bytes from `offset` of
+/// `location`, or why not (the caller adds the tensor's name).
+pub(crate) type Reader<'r, 'a> = dyn Fn(&ExternalRef<'_>) -> Result<Cow<'a, [u8]>, String> + 'r;
+
+/// A [`Reader`] for tensors that may not be external (`Constant` values).
+pub(crate) fn no_external<'a>(r: &ExternalRef<'_>) -> Result<Cow<'a, [u8]>, String> {
+    Err(format!(
+        "{:?} was not given (only initializers may be external)",
+        r.location
+    ))
+}
+
+/// The bytes of an external tensor that takes `want` bytes: `location`, `offset`,
+/// `length` in its file, read through `read`.
+fn external_bytes<'a>(t: &TensorProto, want: u64, read: &Reader<'_, 'a>) -> Result<Cow<'a, [u8]>, String> {
+    let (mut location, mut offset, mut length) = (None, 0u64, None);
     for e in &t.external_data {
         let num = || {
             e.value
-                .parse::<usize>()
+                .parse::<u64>()
                 .map_err(|_| format!("tensor {:?}: bad external {} {:?}", t.name, e.key, e.value))
         };
         match e.key.as_str() {
@@ -207,18 +231,43 @@ fn external_bytes<'a>(
         }
     }
     let location = location.ok_or(format!("tensor {:?} is external but names no location", t.name))?;
-    let file = lookup(location).ok_or(format!(
-        "tensor {:?} is stored in {location:?}, which was not given (pass the external data file)",
-        t.name
-    ))?;
-    let end = match length {
-        Some(n) => offset.checked_add(n),
-        None => Some(file.len()),
+    if let Some(n) = length.filter(|&n| n != want) {
+        return Err(format!(
+            "tensor {:?}: external data {location:?} declares {n} bytes, its dims and type take {want}",
+            t.name
+        ));
+    }
+    let r = ExternalRef {
+        tensor: &t.name,
+        location,
+        offset,
+        length: want,
     };
-    end.and_then(|end| file.get(offset..end)).ok_or(format!(
-        "tensor {:?}: bytes {offset}..{} are past the end of {location:?} ({} bytes)",
-        t.name,
-        end.map_or("?".into(), |e| e.to_string()),
-        file.len()
-    ))
+    let bytes = read(&r).map_err(|why| format!("tensor {:?}: external data {location:?}: {why}", t.name))?;
+    match bytes.len() as u64 == want {
+        true => Ok(bytes),
+        false => Err(format!(
+            "tensor {:?}: external data {location:?} gave {} bytes, not {want}",
+            t.name,
+            bytes.len()
+        )),
+    }
+}
+
+/// A [`Reader`] over whole files by location (`lookup`), as [`crate::import_with`] takes
+/// them: the range must lie inside the file.
+pub(crate) fn slice_of<'a>(
+    lookup: &dyn Fn(&str) -> Option<&'a [u8]>,
+    r: &ExternalRef<'_>,
+) -> Result<Cow<'a, [u8]>, String> {
+    let file = lookup(r.location).ok_or("it was not given (pass the external data file)")?;
+    let end = r.offset.checked_add(r.length);
+    end.and_then(|end| file.get(usize::try_from(r.offset).ok()?..usize::try_from(end).ok()?))
+        .map(Cow::Borrowed)
+        .ok_or(format!(
+            "bytes {}..{} are past the end of the file ({} bytes)",
+            r.offset,
+            end.map_or("?".into(), |e| e.to_string()),
+            file.len()
+        ))
 }

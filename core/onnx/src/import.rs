@@ -1,11 +1,12 @@
 //! The walk over an ONNX graph: initializers and inputs become values, each node is
 //! either folded ([`crate::fold`]), mapped to torchlet ops ([`crate::ops`]) or refused.
 
+use crate::engine_check::{self, Origin};
 use crate::fold::fold;
 use crate::tensor::{decode, Dim, Reader, Value};
 use crate::{Error, Options};
-use onnx_protobuf::{tensor_shape_proto::dimension, type_proto, ModelProto, NodeProto};
-use std::collections::HashMap;
+use onnx_protobuf::{tensor_shape_proto::dimension, type_proto, GraphProto, ModelProto, NodeProto};
+use std::collections::{HashMap, HashSet};
 use torchlet::model::spec::{
     AttrValue, DimSpec, GraphSpec, InputSpec, NodeSpec, TensorKind, TensorSpec, ValueRef,
 };
@@ -24,6 +25,8 @@ pub(crate) struct Importer<'o> {
     pub(crate) index: usize,
     /// Elements of every constant folded so far.
     folded: usize,
+    /// The ONNX node each node of `spec` comes from.
+    origins: Vec<Origin>,
 }
 
 /// The largest fixed size of a graph input's dim: far past any tiny network's input, and
@@ -57,7 +60,9 @@ impl<'o> Importer<'o> {
             opset,
             index: 0,
             folded: 0,
+            origins: Vec::new(),
         };
+        unique_names(g)?;
         for t in &g.initializer {
             let v = decode(t, read).map_err(Error::Model)?;
             im.values.insert(t.name.clone(), v);
@@ -138,7 +143,12 @@ impl<'o> Importer<'o> {
                 }
             }
         }
-        crate::infer::set_min_sizes(&mut im.spec).map_err(Error::Model)?;
+        if let Err(why) = crate::infer::set_min_sizes(&mut im.spec) {
+            // No size fits: the engine names the node it refuses, if it does.
+            engine_check::at(&mut im.spec, &im.origins, Some(crate::infer::SEARCH_LIMIT))?;
+            return Err(Error::Model(why));
+        }
+        engine_check::check(&mut im.spec, &im.origins, crate::infer::SEARCH_LIMIT)?;
         Ok(im.spec)
     }
 
@@ -261,6 +271,11 @@ impl<'o> Importer<'o> {
         } else {
             n.name.clone()
         };
+        self.origins.push(Origin {
+            index: self.index,
+            op_type: n.op_type.clone(),
+            name: n.name.clone(),
+        });
         self.spec.nodes.push(NodeSpec {
             op: op.into(),
             name,
@@ -272,6 +287,55 @@ impl<'o> Importer<'o> {
             shape,
         }
     }
+}
+
+/// Refuses a graph whose names are not unique, as the ONNX checker does (a graph is in
+/// single static assignment form): two initializers, two graph inputs or two node
+/// outputs of one name, a node output that redefines an initializer or an input, or
+/// two nodes of one (non-empty) name. Without it a later definition would silently
+/// replace an earlier one, and errors naming a node could name two.
+fn unique_names(g: &GraphProto) -> Result<(), Error> {
+    let ssa = |name: &str, what: &str| {
+        format!(
+            "the graph must be in single static assignment form, but {name:?} is used as {what} more than once"
+        )
+    };
+    let mut defined: HashMap<&str, String> = HashMap::new();
+    for t in &g.initializer {
+        if defined.insert(&t.name, "an initializer".into()).is_some() {
+            return Err(Error::Model(ssa(&t.name, "an initializer name")));
+        }
+    }
+    let mut inputs = HashSet::new();
+    for i in &g.input {
+        if !inputs.insert(i.name.as_str()) {
+            return Err(Error::Model(ssa(&i.name, "a graph input name")));
+        }
+        // Old exporters list initializers as inputs too.
+        defined.entry(&i.name).or_insert_with(|| "a graph input".into());
+    }
+    let mut nodes: HashMap<&str, usize> = HashMap::new();
+    for (index, n) in g.node.iter().enumerate() {
+        let refuse = |why: String| Error::Node {
+            index,
+            op_type: n.op_type.clone(),
+            name: n.name.clone(),
+            why,
+        };
+        if !n.name.is_empty() {
+            if let Some(k) = nodes.insert(&n.name, index) {
+                return Err(refuse(format!("node {k} has the same name")));
+            }
+        }
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            if let Some(by) = defined.insert(o, format!("the output of node {index}")) {
+                return Err(refuse(format!(
+                    "its output {o:?} is already {by} (the graph must be in single static assignment form)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The PyTorch `state_dict` name of a parameter: the initializer's own name when it

@@ -315,11 +315,15 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
     })
 }
 
+/// The largest size [`set_min_sizes`] tries for a free input dim.
+pub const SEARCH_LIMIT: usize = 4096;
+
 /// Sets each free input dim's minimum: 1 for the batch (dim 0); for the others the
-/// smallest size (up to 4096) at which every node's output is non-empty and fits,
-/// found with all other free dims at the smallest common size that works.
+/// smallest size (up to [`SEARCH_LIMIT`]) at which every node's output is non-empty
+/// and fits, found with all other free dims at the smallest common size that works.
+/// When none fits, the error says why at the largest size, naming the node.
 pub(crate) fn set_min_sizes(spec: &mut GraphSpec) -> Result<(), String> {
-    const LIMIT: usize = 4096;
+    const LIMIT: usize = SEARCH_LIMIT;
     let free: Vec<(usize, usize)> = spec
         .inputs
         .iter()
@@ -355,9 +359,12 @@ pub(crate) fn set_min_sizes(spec: &mut GraphSpec) -> Result<(), String> {
             })
             .collect()
     };
-    let base = (1..=LIMIT)
-        .find(|&b| shapes(spec, &sizes(&[], b)).is_ok())
-        .ok_or(format!("no input size up to {LIMIT} fits the graph"))?;
+    let Some(base) = (1..=LIMIT).find(|&b| shapes(spec, &sizes(&[], b)).is_ok()) else {
+        let why = shapes(spec, &sizes(&[], LIMIT)).err().unwrap_or_default();
+        return Err(format!(
+            "no input size up to {LIMIT} fits the graph (at {LIMIT}, {why})"
+        ));
+    };
     let mins: Vec<usize> = free
         .iter()
         .map(|&f| {

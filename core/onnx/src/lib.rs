@@ -22,6 +22,7 @@
 //! [`DimSpec::Free`]: torchlet::model::spec::DimSpec::Free
 
 mod arr;
+mod engine_check;
 pub mod external;
 mod fold;
 mod import;

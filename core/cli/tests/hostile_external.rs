@@ -439,6 +439,9 @@ fn duplicate_names_are_refused_naming_them() {
     refused(&path, &["node 1 (Conv \"conv\")", "node 0 has the same name"]);
 }
 
+/// The initializers and the node of a one-node model.
+type Case = (Vec<TensorProto>, NodeProto);
+
 /// A model of one node `op` named `bad` over `c` input channels, written to `dir`.
 fn one_node(dir: &Path, c: i64, inits: Vec<TensorProto>, n: NodeProto) -> PathBuf {
     let path = fresh(dir, &n.op_type);
@@ -460,7 +463,7 @@ fn graphs_the_engine_refuses_at_every_size_are_refused_at_convert_naming_the_nod
         }
         (inits, node("Conv", "bad", &ins, "y", attrs))
     };
-    let cases: Vec<(&str, i64, (Vec<TensorProto>, NodeProto), &str)> = vec![
+    let cases: Vec<(&str, i64, Case, &str)> = vec![
         // 3 input channels in groups of 2.
         (
             "groups not dividing the input channels",

@@ -315,7 +315,8 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
     })
 }
 
-/// The largest size [`set_min_sizes`] tries for a free input dim.
+/// The largest size the importer tries for a free input dim when it looks for the
+/// smallest one that fits.
 pub const SEARCH_LIMIT: usize = 4096;
 
 /// Sets each free input dim's minimum: 1 for the batch (dim 0); for the others the

@@ -12,6 +12,12 @@
 //! for H, W or L the smallest size for which every op of the graph has an output of at
 //! least one element (computed with [`infer::shapes`]).
 //!
+//! A model a user was sent is input to distrust: names must be unique (initializers,
+//! inputs, node outputs and node names, as the ONNX checker requires); the imported
+//! graph is run once on the engine's meta graph, so a node the engine refuses at every
+//! size is refused here, naming the node; external data is read only from regular files
+//! inside the model's folder, and only each tensor's own bytes ([`external`]).
+//!
 //! ```no_run
 //! let bytes = std::fs::read("model.onnx").unwrap();
 //! let data = std::fs::read("model.onnx.data").ok();
@@ -24,6 +30,8 @@
 mod arr;
 mod engine_check;
 pub mod external;
+#[cfg(test)]
+mod external_tests;
 mod fold;
 mod import;
 pub mod infer;

@@ -22,13 +22,14 @@ use std::time::{Duration, Instant};
 const QUICK: Duration = Duration::from_secs(20);
 
 /// A fresh folder `<tag>/model` (the model's) inside a fresh `<tag>` that also holds
-/// `secret.bin`, 64 bytes a model must never be able to read.
+/// `secret.bin`, 256 bytes (more than the test conv's weight takes) that a model must
+/// never be able to read.
 fn folders(tag: &str) -> (PathBuf, PathBuf) {
     let top = std::env::temp_dir().join(format!("torchlet-hostile-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&top);
     let model = top.join("model");
     std::fs::create_dir_all(&model).unwrap();
-    std::fs::write(top.join("secret.bin"), [0x5au8; 64]).unwrap();
+    std::fs::write(top.join("secret.bin"), [0x5au8; 256]).unwrap();
     (top, model)
 }
 

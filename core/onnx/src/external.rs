@@ -133,6 +133,9 @@ mod tests {
         assert_eq!(resolve(&model, "w.bin").unwrap(), want);
         assert_eq!(resolve(&model, "sub/../w.bin").unwrap(), want);
         assert_eq!(resolve(&model, "./w.bin").unwrap(), want);
+        // The model's own file is a regular file inside its folder too.
+        std::fs::write(model.join("model.onnx"), b"onnx").unwrap();
+        assert!(resolve(&model, "model.onnx").is_ok());
     }
 
     #[test]

@@ -206,11 +206,8 @@ pub struct ExternalRef<'t> {
 pub(crate) type Reader<'r, 'a> = dyn Fn(&ExternalRef<'_>) -> Result<Cow<'a, [u8]>, String> + 'r;
 
 /// A [`Reader`] for tensors that may not be external (`Constant` values).
-pub(crate) fn no_external<'a>(r: &ExternalRef<'_>) -> Result<Cow<'a, [u8]>, String> {
-    Err(format!(
-        "{:?} was not given (only initializers may be external)",
-        r.location
-    ))
+pub(crate) fn no_external<'a>(_: &ExternalRef<'_>) -> Result<Cow<'a, [u8]>, String> {
+    Err("only initializers may be external".into())
 }
 
 /// The bytes of an external tensor that takes `want` bytes: `location`, `offset`,

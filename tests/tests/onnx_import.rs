@@ -168,6 +168,13 @@ fn every_zoo_model_imports_from_both_exporters_with_its_ops_and_pytorch_names() 
                 assert_eq!(t.kind == TensorKind::Buffer, buffer, "{file}: {}", t.name);
             }
             assert_eq!(spec.tensors.len(), state.len(), "{file}");
+            // Node names are unique, also where one ONNX node became two (the dynamo
+            // export of padresize pads before a conv).
+            let mut names: Vec<&str> = spec.nodes.iter().map(|n| n.name.as_str()).collect();
+            names.sort_unstable();
+            let before = names.len();
+            names.dedup();
+            assert_eq!(names.len(), before, "{file}: a node name repeats");
         }
     }
 }

@@ -27,6 +27,8 @@ pub(crate) struct Importer<'o> {
     folded: usize,
     /// The ONNX node each node of `spec` comes from.
     origins: Vec<Origin>,
+    /// The names of `spec`'s nodes.
+    node_names: HashSet<String>,
 }
 
 /// The largest fixed size of a graph input's dim: far past any tiny network's input, and
@@ -61,6 +63,7 @@ impl<'o> Importer<'o> {
             index: 0,
             folded: 0,
             origins: Vec::new(),
+            node_names: HashSet::new(),
         };
         unique_names(g)?;
         for t in &g.initializer {
@@ -266,11 +269,20 @@ impl<'o> Importer<'o> {
         shape: Vec<Dim>,
     ) -> Value {
         let k = self.spec.nodes.len();
-        let name = if n.name.is_empty() {
+        let mut name = if n.name.is_empty() {
             format!("{}_{}", n.op_type, self.index)
         } else {
             n.name.clone()
         };
+        // One ONNX node may become several (a pad before a conv), and a made-up name
+        // may be a real one: node names in the model file are unique.
+        if self.node_names.contains(&name) {
+            name = format!("{name}/{op}");
+            while self.node_names.contains(&name) {
+                name.push('_');
+            }
+        }
+        self.node_names.insert(name.clone());
         self.origins.push(Origin {
             index: self.index,
             op_type: n.op_type.clone(),

@@ -10,7 +10,7 @@
 //! Both are [`Trained::build`], the builder the firmware's `finetune_w2` uses too.
 
 use crate::limits::Limits;
-use crate::plan::{loss, sized, within, TAPE};
+use crate::plan::{loss, note_if_over, sized, TAPE};
 use torchlet::model::{Model, ModelFile, Trained};
 use torchlet::optim::Sgd;
 use torchlet::plan::{Plan, Planner, Thousands};
@@ -88,7 +88,6 @@ pub fn run(
     );
     for (what, t, compact) in choices {
         let p = plan_choice(file, dims, t, momentum, compact)?;
-        within(limits, &p, dims, true)?;
         println!(
             "  {:<30} {:>14} {:>12} {:>14} {:>12}",
             what,
@@ -97,6 +96,7 @@ pub fn run(
             Thousands(p.persistent_bytes),
             Thousands(p.forward_bytes)
         );
+        note_if_over(limits, &p, dims, true);
     }
     println!(
         "  (frozen tensors read in place from the file; BatchNorm statistics frozen except for \"all\";\n   16-bit norm saves: each trained BatchNorm scale's gradient reads its normalised input kept\n   as bfloat16, see Graph::set_compact_saves)"

@@ -3,7 +3,7 @@
 //! forward hooks).
 
 use crate::limits::Limits;
-use crate::plan::{plan_at, sized, within, TAPE};
+use crate::plan::{note_if_over, plan_at, sized, TAPE};
 use crate::{args, files};
 use std::path::Path;
 use torchlet::model::{DimSpec, Model, TensorKind};
@@ -54,7 +54,6 @@ pub fn run(model: &Path, input: Option<&str>, limits: Limits) -> Result<(), Stri
     };
     let dims = args::dims(input)?;
     let p = plan_at(file, &dims, 0.0)?;
-    within(limits, &p, &dims, false)?;
     let (h, w) = crate::plan::hw(&dims);
     let mut g: Graph<'static, f32, TAPE> = Graph::meta(usize::MAX);
     let m = Model::new(&mut g, file).map_err(|e| e.to_string())?;
@@ -80,5 +79,6 @@ pub fn run(model: &Path, input: Option<&str>, limits: Limits) -> Result<(), Stri
         Thousands(p.step_bytes),
         Thousands(p.persistent_bytes)
     );
+    note_if_over(limits, &p, &dims, true);
     Ok(())
 }

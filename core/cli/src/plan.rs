@@ -94,6 +94,14 @@ pub fn within(limits: Limits, plan: &Plan, dims: &[usize], train: bool) -> std::
     limits.memory(&what, bytes)
 }
 
+/// For `plan` and `info`, which allocate nothing for a step (the meta run's sizes are
+/// numbers): a line saying that `run` / `train` would refuse the step, if they would.
+pub fn note_if_over(limits: Limits, plan: &Plan, dims: &[usize], train: bool) {
+    if let Err(e) = within(limits, plan, dims, train) {
+        println!("  (over the budget: {e}; `run` and `train` refuse such a step)");
+    }
+}
+
 /// The plan of inference (eval mode, no gradients) at `dims`.
 pub fn inference_plan(file: ModelFile<'_>, dims: &[usize]) -> std::result::Result<Plan, String> {
     plan_at(file, dims, 0.0)
@@ -137,7 +145,6 @@ pub fn run(
     let file = files::model(model, &bytes)?;
     let dims = args::dims(input)?;
     let p = plan_at(file, &dims, 0.0)?;
-    within(limits, &p, &dims, train)?;
     let what = if train { "training step" } else { "inference" };
     let total = if train { p.step_bytes } else { p.inference_bytes };
     println!(
@@ -153,6 +160,7 @@ pub fn run(
         println!("  forward high water: {} bytes", Thousands(p.forward_bytes));
     }
     println!("  tape records: {}", p.records);
+    note_if_over(limits, &p, &dims, train);
     if let Some(b) = budget {
         let budget = args::bytes(b)?;
         let planner = planner(file, &dims, 0.0);

@@ -106,7 +106,7 @@ enum Command {
         #[arg(long, value_name = "PATTERN")]
         train_only: Vec<String>,
         /// With --choices: SGD momentum, in [0, 1) (its velocity takes memory).
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
         momentum: f32,
     },
     /// Forward (eval mode) of every tensor in IN (f32, NCHW or NCL); outputs under the same names.
@@ -125,7 +125,7 @@ enum Command {
         /// Training data (safetensors with `x` and `y`).
         data: PathBuf,
         /// Learning rate (finite, at least 0).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         lr: f32,
         /// Steps, 1 to 4,294,967,295 (default: one pass over the data).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -134,7 +134,7 @@ enum Command {
         #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
         batch: u32,
         /// SGD momentum, in [0, 1) (default: plain SGD).
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
         momentum: f32,
         /// Seed of the sample order and of dropout.
         #[arg(long, default_value_t = 0)]

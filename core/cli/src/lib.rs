@@ -187,8 +187,27 @@ impl std::fmt::Display for Failure {
 /// Parses `args` (the program name first, as `std::env::args_os` gives them) and runs
 /// the command.
 pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<(), Failure> {
+    run_within(
+        args,
+        Limits {
+            max_bytes: usize::MAX,
+            max_macs: u64::MAX,
+        },
+    )
+}
+
+/// [`run`] with budgets no larger than `cap`, whatever `--max-memory` and `--max-macs`
+/// say (the fuzz targets run under an RSS limit).
+pub fn run_within(
+    args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+    cap: Limits,
+) -> Result<(), Failure> {
     let cli = Cli::try_parse_from(args).map_err(Failure::Usage)?;
-    let limits = Limits::new(cli.max_memory, cli.max_macs);
+    let asked = Limits::new(cli.max_memory, cli.max_macs);
+    let limits = Limits {
+        max_bytes: asked.max_bytes.min(cap.max_bytes),
+        max_macs: asked.max_macs.min(cap.max_macs),
+    };
     dispatch(cli.command, limits).map_err(Failure::Command)
 }
 

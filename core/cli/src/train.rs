@@ -155,8 +155,17 @@ pub fn run(s: Settings, limits: Limits) -> Result<(), String> {
     if s.batch == 0 || !(3..=4).contains(&x.shape.len()) {
         return Err("--batch must be at least 1, and x NCHW or NCL".into());
     }
-    let per_x = x.data.len() / n;
-    let per_y = y.values.len() / n;
+    // N samples of at least one value each: N is bounded by the file's size (the
+    // sample order below has N entries).
+    let (per_x, per_y) = (x.data.len() / n, y.values.len() / n);
+    if per_x == 0 || per_y == 0 {
+        return Err(format!(
+            "{}: x {:?} and y {:?} hold no values per sample",
+            s.data.display(),
+            x.shape,
+            y.shape
+        ));
+    }
     let labels = y.values;
     let ignore = LossParams::default().ignore_index;
     let batch = s.batch.min(n);

@@ -87,3 +87,32 @@ fn a_small_max_memory_refuses_a_normal_model_and_a_large_one_runs_it() {
     let e = refused(&["run", s(&m), s(&x), s(&out), "--max-memory", "12parsecs"]);
     assert!(e.contains("unknown unit"), "{e}");
 }
+
+/// x of shape [10^12, 0, 1, 1] is an empty tensor claiming 10^12 samples: refused before
+/// the sample order (one entry a sample) is allocated.
+#[test]
+fn a_data_file_claiming_10_12_empty_samples_is_refused() {
+    let m = model_file("empty.tlm", &conv_model(1));
+    let d = tensors_file(
+        "empty.data.safetensors",
+        &[
+            (
+                "x",
+                safetensors::Dtype::F32,
+                vec![1_000_000_000_000, 0, 1, 1],
+                vec![],
+            ),
+            ("y", safetensors::Dtype::I64, vec![1_000_000_000_000, 0], vec![]),
+        ],
+    );
+    let e = refused(&[
+        "train",
+        s(&m),
+        s(&d),
+        "--lr",
+        "0.1",
+        "-o",
+        s(&scratch("empty.out.tlm")),
+    ]);
+    assert!(e.contains("no values per sample"), "{e}");
+}

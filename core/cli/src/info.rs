@@ -3,7 +3,7 @@
 //! forward hooks).
 
 use crate::limits::Limits;
-use crate::plan::{note_if_over, plan_at, sized, TAPE};
+use crate::plan::{inference_only, inference_plan, note_if_over, sized, TAPE};
 use crate::{args, files};
 use std::path::Path;
 use torchlet::model::{DimSpec, Model, TensorKind};
@@ -53,7 +53,7 @@ pub fn run(model: &Path, input: Option<&str>, limits: Limits) -> Result<(), Stri
         return Ok(());
     };
     let dims = args::dims(input)?;
-    let p = plan_at(file, &dims, 0.0)?;
+    let p = inference_plan(file, &dims)?;
     let (h, w) = crate::plan::hw(&dims);
     let mut g: Graph<'static, f32, TAPE> = Graph::meta(usize::MAX);
     let m = Model::new(&mut g, file).map_err(|e| e.to_string())?;
@@ -74,6 +74,11 @@ pub fn run(model: &Path, input: Option<&str>, limits: Limits) -> Result<(), Stri
     }
     println!("{:-<72}", "");
     println!("inference (eval mode): {} bytes", Thousands(p.inference_bytes));
+    if inference_only(&file) {
+        println!("training step: none (no trainable parameters)");
+        note_if_over(limits, &p, &dims, false);
+        return Ok(());
+    }
     println!(
         "training step (SGD): {} bytes, of which parameters and gradients {}",
         Thousands(p.step_bytes),

@@ -57,7 +57,7 @@ impl Limits {
 }
 
 /// A u64 with thousands separators (as [`Thousands`] prints a usize).
-struct Thousands64(u64);
+pub struct Thousands64(pub u64);
 
 impl std::fmt::Display for Thousands64 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -78,20 +78,20 @@ pub fn plan_at(file: ModelFile<'_>, dims: &[usize], momentum: f32) -> std::resul
         .map_err(|e| format!("plan at {dims:?}: {e}"))
 }
 
-/// Refuses the step `plan` of `what` (a training step when `train`, else inference) at
-/// `dims` when it needs more bytes or multiply-accumulates than `limits` allow.
+/// Refuses the step `plan` (a training step when `train`, else inference) at `dims`
+/// when it needs more bytes or multiply-accumulates than `limits` allow.
 pub fn within(limits: Limits, plan: &Plan, dims: &[usize], train: bool) -> std::result::Result<(), String> {
     let size: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
     let what = match train {
         true => format!("a training step at {}", size.join("x")),
         false => format!("inference at {}", size.join("x")),
     };
-    let bytes = if train {
-        plan.step_bytes
-    } else {
-        plan.inference_bytes
+    let (bytes, macs) = match train {
+        true => (plan.step_bytes, plan.macs),
+        false => (plan.inference_bytes, plan.inference_macs),
     };
-    limits.memory(&what, bytes)
+    limits.memory(&what, bytes)?;
+    limits.work(&what, macs)
 }
 
 /// For `plan` and `info`, which allocate nothing for a step (the meta run's sizes are
@@ -102,9 +102,22 @@ pub fn note_if_over(limits: Limits, plan: &Plan, dims: &[usize], train: bool) {
     }
 }
 
-/// The plan of inference (eval mode, no gradients) at `dims`.
+/// Whether `file` has no trainable parameter: only its inference can be planned.
+pub fn inference_only(file: &ModelFile<'_>) -> bool {
+    crate::choices::trained_values(file, torchlet::model::Trained::All) == 0
+}
+
+/// The plan of inference (eval mode, no gradients) at `dims`: the full plan as before
+/// for a model that trains (its `records` cover the training step too), the inference
+/// pass alone for one with no trainable parameter (a lone softmax).
 pub fn inference_plan(file: ModelFile<'_>, dims: &[usize]) -> std::result::Result<Plan, String> {
-    plan_at(file, dims, 0.0)
+    if !inference_only(&file) {
+        return plan_at(file, dims, 0.0);
+    }
+    let (h, w) = hw(dims);
+    planner(file, dims, 0.0)
+        .plan_inference(h, w)
+        .map_err(|e| format!("plan at {dims:?}: {e}"))
 }
 
 /// The planner's `(h, w)` of an input size.
@@ -144,7 +157,10 @@ pub fn run(
     let bytes = files::read(model)?;
     let file = files::model(model, &bytes)?;
     let dims = args::dims(input)?;
-    let p = plan_at(file, &dims, 0.0)?;
+    let p = match train {
+        true => plan_at(file, &dims, 0.0)?,
+        false => inference_plan(file, &dims)?,
+    };
     let what = if train { "training step" } else { "inference" };
     let total = if train { p.step_bytes } else { p.inference_bytes };
     println!(
@@ -160,14 +176,23 @@ pub fn run(
         println!("  forward high water: {} bytes", Thousands(p.forward_bytes));
     }
     println!("  tape records: {}", p.records);
+    println!(
+        "  multiply-accumulates: {}",
+        crate::limits::Thousands64(if train { p.macs } else { p.inference_macs })
+    );
     note_if_over(limits, &p, &dims, train);
     if let Some(b) = budget {
         let budget = args::bytes(b)?;
         let planner = planner(file, &dims, 0.0);
         let (h, w) = hw(&dims);
         // Inference budgets compare the inference bytes: plan them the same way.
+        let only = inference_only(&file);
         let fits = |hh: usize, ww: usize| {
-            let p = planner.plan(hh, ww).ok()?;
+            let p = match only {
+                true => planner.plan_inference(hh, ww),
+                false => planner.plan(hh, ww),
+            };
+            let p = p.ok()?;
             Some((if train { p.step_bytes } else { p.inference_bytes }) <= budget)
         };
         // The largest input of the given aspect ratio (for a sequence, the longest).

@@ -136,3 +136,48 @@ fn export_of_a_model_file_with_duplicate_tensor_names_is_refused_with_the_name()
     let e = refused(&["export", s(&m), s(&scratch("dup.safetensors"))]);
     assert!(e.contains("\"conv.w\""), "{e}");
 }
+
+/// A lone Softmax (no parameters) runs, reports and plans inference; only train says
+/// there is nothing to train.
+#[test]
+fn a_model_with_no_parameters_runs_and_plans_inference_and_only_train_refuses() {
+    let m = model_file("softmax.tlm", &softmax_model());
+    let x = input_file("softmax.in.safetensors", &[1, 3, 4, 4]);
+    let out = scratch("softmax.out.safetensors");
+    let (stdout, _) = works(&["run", s(&m), s(&x), s(&out)]);
+    assert!(stdout.contains("x [1, 3, 4, 4] -> [1, 3, 4, 4]"), "{stdout}");
+    let bytes = std::fs::read(&out).unwrap();
+    let t = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let y = t.tensor("x").unwrap();
+    // Softmax of equal (zero) logits over 3 channels: a third each.
+    for c in y.data().chunks_exact(4) {
+        let v = f32::from_le_bytes(c.try_into().unwrap());
+        assert!((v - 1.0 / 3.0).abs() < 1e-6, "{v}");
+    }
+    let (info, _) = works(&["info", s(&m), "--input", "1x3x4x4"]);
+    assert!(
+        info.contains("[1, 3, 4, 4]") && info.contains("inference (eval mode):"),
+        "{info}"
+    );
+    let (plan, _) = works(&["plan", s(&m), "--input", "1x3x4x4"]);
+    assert!(plan.contains("inference at 1x3x4x4:"), "{plan}");
+    let e = refused(&["plan", s(&m), "--input", "1x3x4x4", "--train"]);
+    assert!(e.contains("nothing to train"), "{e}");
+    let d = tensors_file(
+        "softmax.data.safetensors",
+        &[
+            ("x", Dtype::F32, vec![1, 3, 4, 4], f32_bytes(&[0.0; 48])),
+            ("y", Dtype::I64, vec![1, 4, 4], i64_bytes(&[0; 16])),
+        ],
+    );
+    let e = refused(&[
+        "train",
+        s(&m),
+        s(&d),
+        "--lr",
+        "0.1",
+        "-o",
+        s(&scratch("softmax.t.tlm")),
+    ]);
+    assert!(e.contains("no trainable parameters: nothing to train"), "{e}");
+}

@@ -49,3 +49,54 @@ fn steps_and_batch_out_of_range_are_refused_by_the_parser() {
     let e = refused(&["run", s(&m), s(&data), s(&o), "--max-macs", "0"]);
     assert!(e.contains("at least 1"), "{e}");
 }
+
+/// Resize by 1,000 then a 31x31 conv: an 8x8 input is 64 M pixels of 961 MACs each, a
+/// training step of about 1.8e11 multiply-accumulates (hours); memory would fit.
+#[test]
+fn a_resize_by_1000_train_is_refused_by_the_mac_limit_before_it_starts() {
+    let m = model_file("macs.tlm", &resize_model(1000.0, 31));
+    let data = data_file("macs.data.safetensors", 1, 8, 8, &[0; 64]);
+    let o = scratch("macs.out.tlm");
+    let e = refused(&[
+        "train",
+        s(&m),
+        s(&data),
+        "--lr",
+        "0.1",
+        "-o",
+        s(&o),
+        "--max-memory",
+        "16GiB",
+    ]);
+    assert!(
+        e.contains("a training step at 1x1x8x8 takes")
+            && e.contains("multiply-accumulates")
+            && e.contains("100,000,000,000 (--max-macs)"),
+        "{e}"
+    );
+    // A lower limit refuses a normal model's step too, naming both numbers.
+    let n = model_file("macs.normal.tlm", &conv_model(1));
+    let d = data_file("macs.normal.data.safetensors", 2, 4, 4, &[0; 32]);
+    let e = refused(&[
+        "train",
+        s(&n),
+        s(&d),
+        "--lr",
+        "0.1",
+        "-o",
+        s(&o),
+        "--max-macs",
+        "10",
+    ]);
+    assert!(e.contains("more than the budget of 10 (--max-macs)"), "{e}");
+    let x = input_file("macs.in.safetensors", &[1, 1, 8, 8]);
+    let e = refused(&[
+        "run",
+        s(&n),
+        s(&x),
+        s(&scratch("macs.out.st")),
+        "--max-macs",
+        "10",
+    ]);
+    assert!(e.contains("inference at 1x1x8x8 takes"), "{e}");
+}

@@ -1,5 +1,5 @@
 //! Bodies of the CLI's fuzz targets (core/fuzz), here so that a test replays the kept
-//! inputs (core/fuzz/regressions/<target>/, core/cli/tests/fuzz_regressions.rs)
+//! inputs (`core/fuzz/regressions/<target>/`, `core/cli/tests/fuzz_regressions.rs`)
 //! without nightly. Both run the commands in-process through [`crate::run_within`]
 //! with budgets of [`CAP`], in a scratch folder that holds the seed files; a panic or
 //! an abort is a crash, a refusal is fine.

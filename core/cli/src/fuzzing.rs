@@ -2,7 +2,16 @@
 //! inputs (`core/fuzz/regressions/<target>/`, `core/cli/tests/fuzz_regressions.rs`)
 //! without nightly. Both run the commands in-process through [`crate::run_within`]
 //! with budgets of [`CAP`], in a scratch folder that holds the seed files; a panic or
-//! an abort is a crash, a refusal is fine.
+//! an abort is a crash, a refusal is fine. The bodies change the current directory, so
+//! give libFuzzer absolute corpus paths:
+//!
+//! ```text
+//! cd core/fuzz
+//! cargo +nightly fuzz run -O -a -s none cli_args $PWD/corpus/cli_args $PWD/seeds/cli_args -- \
+//!     -rss_limit_mb=2048 -timeout=5 -max_total_time=600 -max_len=4096
+//! cargo +nightly fuzz run -O -a -s none model_file_commands $PWD/corpus/model_file_commands \
+//!     $PWD/seeds/model_file_commands -- -rss_limit_mb=2048 -timeout=5 -max_total_time=600 -max_len=32768
+//! ```
 
 use crate::limits::Limits;
 use std::path::{Path, PathBuf};

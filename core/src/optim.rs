@@ -172,6 +172,16 @@ fn param_elems<S: Scalar, const N: usize>(g: &Graph<'_, S, N>) -> usize {
     g.param_spans().map(|(_, d, _)| d.len).sum()
 }
 
+/// Counts an update's work ([`Graph::macs`]): the elements of every parameter that has
+/// a gradient buffer (fused SGD counts its updates during backward), in a meta graph too.
+fn count_update<S: Scalar, const N: usize>(g: &mut Graph<'_, S, N>) {
+    let n = g
+        .param_spans()
+        .filter(|(_, d, gr)| gr.len == d.len)
+        .fold(0u64, |acc, (_, d, _)| acc.saturating_add(d.len as u64));
+    g.count(n);
+}
+
 fn check_state(op: &'static str, expected: usize, found: usize) -> Result<()> {
     if expected == found {
         Ok(())
@@ -249,6 +259,7 @@ impl Sgd {
     /// written then, parameters and momentum stay bit for bit as they were.
     pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<StepReport> {
         check_state("Sgd::step", self.elems, param_elems(g))?;
+        count_update(g);
         if g.is_meta() {
             return Ok(StepReport::default());
         }

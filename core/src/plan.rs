@@ -13,6 +13,10 @@
 //!   backward does nothing.
 //! - The cost of a plan depends on the number of ops, never on the input size: a
 //!   4096x4096 plan is as quick as a 28x28 one.
+//! - A plan counts the step's work too ([`Plan::macs`], [`Graph::macs`] on the meta
+//!   graph), so a caller can refuse a step that would run for hours before it starts.
+//! - A model with nothing to train (a lone softmax) has no training plan;
+//!   [`Planner::plan_inference`] plans its forward pass.
 //! - The largest fitting input is found by doubling then bisection over plans, which
 //!   assumes memory grows with the input size (true for convolutional networks). When
 //!   nothing fits, [`NoFit`] says why.
@@ -36,6 +40,8 @@
 //! assert_eq!(plan.persistent_bytes, 2 * 36 * 4); // weight and its gradient
 //! assert!(plan.step_bytes > plan.forward_bytes && plan.forward_bytes > plan.inference_bytes / 2);
 //! assert_eq!(plan.records, 3); // weight, input, conv2d
+//! // 26x26x4 outputs of 9 taps each, forward; the weight's gradient as many again.
+//! assert_eq!((plan.inference_macs, plan.macs), (24_336, 2 * 24_336));
 //! let side = planner.largest_square(8 * 1024).unwrap();
 //! assert!(planner.fits(side, side, 8 * 1024) && !planner.fits(side + 1, side + 1, 8 * 1024));
 //! // Parameters alone exceed a tiny budget, and the error says so.
@@ -65,6 +71,12 @@ pub struct Plan {
     pub step_bytes: usize,
     /// High-water mark of a forward pass with gradients off (inference).
     pub inference_bytes: usize,
+    /// Multiply-accumulates of the training step (forward, backward and the optimizer
+    /// the step runs), convolutions and linear layers exactly, other ops as a small
+    /// constant per element they touch ([`Graph::macs`] of the step); saturating.
+    pub macs: u64,
+    /// The same count for the forward pass with gradients off.
+    pub inference_macs: u64,
 }
 
 /// What a planner's step closure returns: the loss, for the planner to run backward
@@ -189,35 +201,81 @@ where
     }
 
     /// The plan of a step at `h x w`; errors are the ones a real step would give
-    /// (for example an input smaller than a kernel, naming the op and the sizes).
+    /// (for example an input smaller than a kernel, naming the op and the sizes). A
+    /// model with nothing to train (no parameter requires a gradient, and the loss
+    /// depends on nothing that does) is refused with [`Error::NoGradient`] saying so;
+    /// [`Planner::plan_inference`] plans its inference.
     pub fn plan(&self, h: usize, w: usize) -> Result<Plan> {
-        let mut g: Graph<'static, S, N> = Graph::meta(usize::MAX);
-        let model = (self.setup)(&mut g)?;
-        let persistent_bytes = g.arena().used_bytes();
-        g.reset_high_water();
+        let (mut g, model, persistent_bytes) = self.set_up()?;
         g.forward_high_water = 0;
-        let out = (self.step)(&mut g, &model, h, w)?;
+        let trains = g.param_spans().next().is_some();
+        let nothing_to_train = |e: Error| match e {
+            Error::NoGradient { .. } if !trains => Error::NoGradient {
+                what: "nothing to train: no parameter requires a gradient (its inference can be planned)",
+            },
+            e => e,
+        };
+        let out = (self.step)(&mut g, &model, h, w).map_err(nothing_to_train)?;
         let recorded = g.arena().high_water_bytes();
-        out.finish(&mut g)?;
+        out.finish(&mut g).map_err(nothing_to_train)?;
         // Backward, run by the planner or by the step, notes the forward's high water.
         let forward_bytes = match g.forward_high_water {
             0 => recorded,
             f => f,
         };
         let step_bytes = g.arena().high_water_bytes();
-        let mut records = g.tape_len();
+        let (records, macs) = (g.tape_len(), g.macs());
         g.end_step();
-        g.set_grad_enabled(false);
-        g.reset_high_water();
-        (self.step)(&mut g, &model, h, w)?.finish(&mut g)?;
-        records = records.max(g.tape_len());
-        let inference_bytes = g.arena().high_water_bytes();
+        let inference = self.inference(&mut g, &model, (h, w), persistent_bytes)?;
         Ok(Plan {
-            records,
-            persistent_bytes,
+            records: records.max(inference.records),
             forward_bytes,
             step_bytes,
-            inference_bytes,
+            macs,
+            ..inference
+        })
+    }
+
+    /// The plan of the inference pass alone at `h x w` (gradients off): `records`,
+    /// `persistent_bytes`, `inference_bytes` and `inference_macs`; the training fields
+    /// (`forward_bytes`, `step_bytes`, `macs`) are 0, no training step having been
+    /// planned. Works for a model with no parameters (a lone softmax), which
+    /// [`Planner::plan`] refuses as having nothing to train.
+    pub fn plan_inference(&self, h: usize, w: usize) -> Result<Plan> {
+        let (mut g, model, persistent_bytes) = self.set_up()?;
+        self.inference(&mut g, &model, (h, w), persistent_bytes)
+    }
+
+    /// A meta graph with the model set up, the model and the long-lived bytes; the
+    /// high-water mark and the work count start afresh.
+    fn set_up(&self) -> Result<(Graph<'static, S, N>, M, usize)> {
+        let mut g: Graph<'static, S, N> = Graph::meta(usize::MAX);
+        let model = (self.setup)(&mut g)?;
+        let persistent_bytes = g.arena().used_bytes();
+        g.reset_high_water();
+        g.reset_macs();
+        Ok((g, model, persistent_bytes))
+    }
+
+    /// The inference pass on `g` (set up, no step recorded) at `h x w`: its plan, with
+    /// `persistent` bytes measured after setup and the training fields 0.
+    fn inference(
+        &self,
+        g: &mut Graph<'static, S, N>,
+        model: &M,
+        (h, w): (usize, usize),
+        persistent_bytes: usize,
+    ) -> Result<Plan> {
+        g.set_grad_enabled(false);
+        g.reset_high_water();
+        g.reset_macs();
+        (self.step)(g, model, h, w)?.finish(g)?;
+        Ok(Plan {
+            records: g.tape_len(),
+            persistent_bytes,
+            inference_bytes: g.arena().high_water_bytes(),
+            inference_macs: g.macs(),
+            ..Plan::default()
         })
     }
 

@@ -9,7 +9,8 @@
 //!
 //! Both are [`Trained::build`], the builder the firmware's `finetune_w2` uses too.
 
-use crate::plan::{loss, sized, target_count, TAPE};
+use crate::limits::Limits;
+use crate::plan::{loss, note_if_over, sized, TAPE};
 use torchlet::model::{Model, ModelFile, Trained};
 use torchlet::optim::Sgd;
 use torchlet::plan::{Plan, Planner, Thousands};
@@ -40,8 +41,8 @@ pub fn plan_choice(
             g.set_training(all && g.grad_enabled());
             let x = g.input(&sized(dims, h, w), &[])?;
             let y = m.forward(g, &[x]).map_err(Error::from)?;
-            let n = target_count(g, y)?;
-            loss(g, y, &vec![0; n])
+            // A meta graph's loss takes no targets (their count could be huge).
+            loss(g, y, &[])
         },
     );
     let (h, w) = crate::plan::hw(dims);
@@ -64,6 +65,7 @@ pub fn run(
     dims: &[usize],
     patterns: &'static [&'static str],
     momentum: f32,
+    limits: Limits,
 ) -> Result<(), String> {
     let mut choices = vec![
         ("all parameters", Trained::All, false),
@@ -94,6 +96,7 @@ pub fn run(
             Thousands(p.persistent_bytes),
             Thousands(p.forward_bytes)
         );
+        note_if_over(limits, &p, dims, true);
     }
     println!(
         "  (frozen tensors read in place from the file; BatchNorm statistics frozen except for \"all\";\n   16-bit norm saves: each trained BatchNorm scale's gradient reads its normalised input kept\n   as bfloat16, see Graph::set_compact_saves)"

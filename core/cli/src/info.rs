@@ -2,14 +2,15 @@
 //! shape and the bytes of a step (a meta run: no data, like PyTorch's meta device with
 //! forward hooks).
 
-use crate::plan::{plan_at, sized, TAPE};
+use crate::limits::Limits;
+use crate::plan::{inference_only, inference_plan, note_if_over, sized, TAPE};
 use crate::{args, files};
 use std::path::Path;
 use torchlet::model::{DimSpec, Model, TensorKind};
 use torchlet::plan::Thousands;
 use torchlet::Graph;
 
-pub fn run(model: &Path, input: Option<&str>) -> Result<(), String> {
+pub fn run(model: &Path, input: Option<&str>, limits: Limits) -> Result<(), String> {
     let bytes = files::read(model)?;
     let file = files::model(model, &bytes)?;
     println!(
@@ -52,6 +53,7 @@ pub fn run(model: &Path, input: Option<&str>) -> Result<(), String> {
         return Ok(());
     };
     let dims = args::dims(input)?;
+    let p = inference_plan(file, &dims)?;
     let (h, w) = crate::plan::hw(&dims);
     let mut g: Graph<'static, f32, TAPE> = Graph::meta(usize::MAX);
     let m = Model::new(&mut g, file).map_err(|e| e.to_string())?;
@@ -71,12 +73,17 @@ pub fn run(model: &Path, input: Option<&str>) -> Result<(), String> {
         println!("{:>4}  {:<20} {:<26} {}", k, n.op, format!("{shape:?}"), n.name);
     }
     println!("{:-<72}", "");
-    let p = plan_at(file, &dims, 0.0)?;
     println!("inference (eval mode): {} bytes", Thousands(p.inference_bytes));
+    if inference_only(&file) {
+        println!("training step: none (no trainable parameters)");
+        note_if_over(limits, &p, &dims, false);
+        return Ok(());
+    }
     println!(
         "training step (SGD): {} bytes, of which parameters and gradients {}",
         Thousands(p.step_bytes),
         Thousands(p.persistent_bytes)
     );
+    note_if_over(limits, &p, &dims, true);
     Ok(())
 }

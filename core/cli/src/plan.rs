@@ -1,5 +1,6 @@
 //! `torchlet plan`, and the planner and graph setup the other commands share.
 
+use crate::limits::Limits;
 use crate::{args, files};
 use std::path::Path;
 use torchlet::model::{Model, ModelFile};
@@ -63,8 +64,8 @@ pub fn planner<'m>(
             g.set_training(g.grad_enabled());
             let x = g.input(&sized(&dims, h, w), &[])?;
             let y = m.forward(g, &[x]).map_err(Error::from)?;
-            let n = target_count(g, y)?;
-            loss(g, y, &vec![0; n])
+            // A meta graph's loss takes no targets (their count could be huge).
+            loss(g, y, &[])
         },
     )
 }
@@ -74,6 +75,48 @@ pub fn plan_at(file: ModelFile<'_>, dims: &[usize], momentum: f32) -> std::resul
     let (h, w) = hw(dims);
     planner(file, dims, momentum)
         .plan(h, w)
+        .map_err(|e| format!("plan at {dims:?}: {e}"))
+}
+
+/// Refuses the step `plan` (a training step when `train`, else inference) at `dims`
+/// when it needs more bytes or multiply-accumulates than `limits` allow.
+pub fn within(limits: Limits, plan: &Plan, dims: &[usize], train: bool) -> std::result::Result<(), String> {
+    let size: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    let what = match train {
+        true => format!("a training step at {}", size.join("x")),
+        false => format!("inference at {}", size.join("x")),
+    };
+    let (bytes, macs) = match train {
+        true => (plan.step_bytes, plan.macs),
+        false => (plan.inference_bytes, plan.inference_macs),
+    };
+    limits.memory(&what, bytes)?;
+    limits.work(&what, macs)
+}
+
+/// For `plan` and `info`, which allocate nothing for a step (the meta run's sizes are
+/// numbers): a line saying that `run` / `train` would refuse the step, if they would.
+pub fn note_if_over(limits: Limits, plan: &Plan, dims: &[usize], train: bool) {
+    if let Err(e) = within(limits, plan, dims, train) {
+        println!("  (over the budget: {e}; `run` and `train` refuse such a step)");
+    }
+}
+
+/// Whether `file` has no trainable parameter: only its inference can be planned.
+pub fn inference_only(file: &ModelFile<'_>) -> bool {
+    crate::choices::trained_values(file, torchlet::model::Trained::All) == 0
+}
+
+/// The plan of inference (eval mode, no gradients) at `dims`: the full plan as before
+/// for a model that trains (its `records` cover the training step too), the inference
+/// pass alone for one with no trainable parameter (a lone softmax).
+pub fn inference_plan(file: ModelFile<'_>, dims: &[usize]) -> std::result::Result<Plan, String> {
+    if !inference_only(&file) {
+        return plan_at(file, dims, 0.0);
+    }
+    let (h, w) = hw(dims);
+    planner(file, dims, 0.0)
+        .plan_inference(h, w)
         .map_err(|e| format!("plan at {dims:?}: {e}"))
 }
 
@@ -93,20 +136,31 @@ pub fn run_choices(
     input: &str,
     patterns: Vec<String>,
     momentum: f32,
+    limits: Limits,
 ) -> std::result::Result<(), String> {
+    crate::train::check_momentum(momentum)?;
     let bytes: &'static [u8] = files::read(model)?.leak();
     let file = files::model(model, bytes)?;
     let dims = args::dims(input)?;
     let patterns: Vec<&'static str> = patterns.into_iter().map(|p| &*p.leak()).collect();
     let name = model.display().to_string();
-    crate::choices::run(&name, file, &dims, patterns.leak(), momentum)
+    crate::choices::run(&name, file, &dims, patterns.leak(), momentum, limits)
 }
 
-pub fn run(model: &Path, input: &str, train: bool, budget: Option<&str>) -> std::result::Result<(), String> {
+pub fn run(
+    model: &Path,
+    input: &str,
+    train: bool,
+    budget: Option<&str>,
+    limits: Limits,
+) -> std::result::Result<(), String> {
     let bytes = files::read(model)?;
     let file = files::model(model, &bytes)?;
     let dims = args::dims(input)?;
-    let p = plan_at(file, &dims, 0.0)?;
+    let p = match train {
+        true => plan_at(file, &dims, 0.0)?,
+        false => inference_plan(file, &dims)?,
+    };
     let what = if train { "training step" } else { "inference" };
     let total = if train { p.step_bytes } else { p.inference_bytes };
     println!(
@@ -122,15 +176,24 @@ pub fn run(model: &Path, input: &str, train: bool, budget: Option<&str>) -> std:
         println!("  forward high water: {} bytes", Thousands(p.forward_bytes));
     }
     println!("  tape records: {}", p.records);
+    println!(
+        "  multiply-accumulates: {}",
+        crate::limits::Thousands64(if train { p.macs } else { p.inference_macs })
+    );
+    note_if_over(limits, &p, &dims, train);
     if let Some(b) = budget {
         let budget = args::bytes(b)?;
         let planner = planner(file, &dims, 0.0);
         let (h, w) = hw(&dims);
         // Inference budgets compare the inference bytes: plan them the same way.
+        let only = inference_only(&file);
         let fits = |hh: usize, ww: usize| {
-            planner
-                .plan(hh, ww)
-                .is_ok_and(|p| (if train { p.step_bytes } else { p.inference_bytes }) <= budget)
+            let p = match only {
+                true => planner.plan_inference(hh, ww),
+                false => planner.plan(hh, ww),
+            };
+            let p = p.ok()?;
+            Some((if train { p.step_bytes } else { p.inference_bytes }) <= budget)
         };
         // The largest input of the given aspect ratio (for a sequence, the longest).
         let best = largest(&fits, h, w);
@@ -156,16 +219,34 @@ pub fn run(model: &Path, input: &str, train: bool, budget: Option<&str>) -> std:
 }
 
 /// The largest `k*h/h0 x k*w/w0` scaling of `h x w` (same aspect ratio, by the height)
-/// for which `fits` holds: doubling then bisection over the height.
-fn largest(fits: &dyn Fn(usize, usize) -> bool, h: usize, w: usize) -> Option<(usize, usize)> {
-    let at = |th: usize| (th, ((w * th + h / 2) / h).max(1));
+/// for which `fits` holds, given that `h x w` is a valid size. `fits` is `None` for a
+/// size that is no valid input (too small for a kernel, or too large to count) and
+/// otherwise whether it fits; valid sizes are taken to form one range and the bytes to
+/// grow with the size, so every search is a bisection or a doubling: O(log h) plans,
+/// never a walk over the heights (doubling stops past 2^20, as it always did).
+fn largest(fits: &dyn Fn(usize, usize) -> Option<bool>, h: usize, w: usize) -> Option<(usize, usize)> {
+    let h = h.max(1);
+    let at = |th: usize| (th, (w.saturating_mul(th).saturating_add(h / 2) / h).max(1));
     let ok = |th: usize| {
         let (a, b) = at(th);
         fits(a, b)
     };
-    let mut lo = (1..=h.max(1)).find(|&t| ok(t))?;
-    let mut hi = lo.saturating_mul(2);
-    while ok(hi) {
+    // The smallest valid height (bisection over validity in 1..=h; h is valid) must
+    // fit, or nothing does.
+    let (mut bad, mut lo) = (0, h);
+    while lo - bad > 1 {
+        let mid = bad + (lo - bad) / 2;
+        match ok(mid) {
+            Some(_) => lo = mid,
+            None => bad = mid,
+        }
+    }
+    if ok(lo) != Some(true) {
+        return None;
+    }
+    // Double until a size no longer fits, then bisect between the two.
+    let mut hi = lo.checked_mul(2)?;
+    while ok(hi) == Some(true) {
         lo = hi;
         hi = hi.checked_mul(2)?;
         if hi > 1 << 20 {
@@ -174,11 +255,38 @@ fn largest(fits: &dyn Fn(usize, usize) -> bool, h: usize, w: usize) -> Option<(u
     }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if ok(mid) {
+        if ok(mid) == Some(true) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
     Some(at(lo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::largest;
+    use std::cell::Cell;
+
+    #[test]
+    fn largest_bisects_and_says_when_nothing_fits() {
+        // Valid from height 5 up; bytes h * w; aspect 2:1.
+        let calls = Cell::new(0);
+        let fits = |budget: usize| {
+            let calls = &calls;
+            move |h: usize, w: usize| {
+                calls.set(calls.get() + 1);
+                (h >= 5).then_some(h * w <= budget)
+            }
+        };
+        assert_eq!(largest(&fits(200), 28, 14), Some((20, 10)));
+        assert_eq!(largest(&fits(20_000), 28, 14), Some((200, 100)));
+        calls.set(0);
+        assert_eq!(largest(&fits(10), 1_000_000_000, 500_000_000), None);
+        assert!(calls.get() < 80, "{} plans", calls.get());
+        calls.set(0);
+        assert_eq!(largest(&fits(usize::MAX), 28, 14), Some((655_360, 327_680)));
+        assert!(calls.get() < 80, "{} plans", calls.get());
+    }
 }

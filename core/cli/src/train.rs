@@ -8,11 +8,13 @@
 
 use crate::choices::{plan_choice, trained_values};
 use crate::files;
-use crate::plan::{loss, plan_at, target_count, TAPE};
+use crate::limits::Limits;
+use crate::plan::{loss, plan_at, target_count, within, TAPE};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use torchlet::init::Rng;
 use torchlet::model::{ModelFile, Trained};
+use torchlet::ops::nll::LossParams;
 use torchlet::optim::Sgd;
 use torchlet::plan::Thousands;
 use torchlet::Graph;
@@ -59,7 +61,52 @@ fn trained(s: &Settings) -> Trained<'static> {
     }
 }
 
-pub fn run(s: Settings) -> Result<(), String> {
+/// Refuses a momentum outside [0, 1) (as PyTorch refuses a negative one; 1 or more
+/// makes the velocity grow without bound).
+pub fn check_momentum(momentum: f32) -> Result<(), String> {
+    if (0.0..1.0).contains(&momentum) {
+        return Ok(());
+    }
+    Err(format!("--momentum {momentum}: expected a value in [0, 1)"))
+}
+
+/// Refuses a learning rate that is negative or not finite (PyTorch: "Invalid learning
+/// rate").
+fn check_lr(lr: f32) -> Result<(), String> {
+    if lr.is_finite() && lr >= 0.0 {
+        return Ok(());
+    }
+    Err(format!(
+        "--lr {lr}: expected a finite learning rate of at least 0"
+    ))
+}
+
+/// Streaming means of the first and last `k` losses of `steps` (a loss list of
+/// `--steps` entries could be gigabytes); skipped steps are not counted.
+struct Means {
+    steps: usize,
+    k: usize,
+    first: (f32, usize),
+    last: (f32, usize),
+}
+
+impl Means {
+    fn add(&mut self, step: usize, v: f32) {
+        if step < self.k {
+            self.first = (self.first.0 + v, self.first.1 + 1);
+        }
+        if step >= self.steps.saturating_sub(self.k) {
+            self.last = (self.last.0 + v, self.last.1 + 1);
+        }
+    }
+    fn mean((sum, n): (f32, usize)) -> f32 {
+        sum / n.max(1) as f32
+    }
+}
+
+pub fn run(s: Settings, limits: Limits) -> Result<(), String> {
+    check_lr(s.lr)?;
+    check_momentum(s.momentum)?;
     // Frozen tensors are read in place from these bytes for the whole program.
     let bytes: &'static [u8] = files::read(&s.model)?.leak();
     let file: ModelFile<'static> = files::model(&s.model, bytes)?;
@@ -68,6 +115,12 @@ pub fn run(s: Settings) -> Result<(), String> {
         trained_values(&file, trained),
         trained_values(&file, Trained::All),
     );
+    if total == 0 {
+        return Err(format!(
+            "{}: the model has no trainable parameters: nothing to train (run, info and plan work)",
+            s.model.display()
+        ));
+    }
     if values == 0 {
         return Err(format!(
             "{}: no parameter trains with {}",
@@ -78,16 +131,18 @@ pub fn run(s: Settings) -> Result<(), String> {
             }
         ));
     }
-    let tensors = files::read_tensors(&s.data)?;
-    let get = |name: &str| {
-        tensors.iter().find(|t| t.name == name).ok_or_else(|| {
-            format!(
-                "{}: no tensor {name:?} (x: f32 [N, ...], y: int64 [N])",
-                s.data.display()
-            )
-        })
+    let (tensors, labels) = files::read_tensors_and_labels(&s.data, Some("y"))?;
+    let missing = |name: &str| {
+        format!(
+            "{}: no tensor {name:?} (x: f32 [N, ...], y: int64 [N])",
+            s.data.display()
+        )
     };
-    let (x, y) = (get("x")?, get("y")?);
+    let x = tensors
+        .iter()
+        .find(|t| t.name == "x")
+        .ok_or_else(|| missing("x"))?;
+    let y = labels.ok_or_else(|| missing("y"))?;
     let n = x.shape.first().copied().unwrap_or(0);
     if n == 0 || y.shape.first() != Some(&n) {
         return Err(format!(
@@ -100,9 +155,19 @@ pub fn run(s: Settings) -> Result<(), String> {
     if s.batch == 0 || !(3..=4).contains(&x.shape.len()) {
         return Err("--batch must be at least 1, and x NCHW or NCL".into());
     }
-    let per_x = x.data.len() / n;
-    let per_y = y.data.len() / n;
-    let labels: Vec<i64> = y.data.iter().map(|v| *v as i64).collect();
+    // N samples of at least one value each: N is bounded by the file's size (the
+    // sample order below has N entries).
+    let (per_x, per_y) = (x.data.len() / n, y.values.len() / n);
+    if per_x == 0 || per_y == 0 {
+        return Err(format!(
+            "{}: x {:?} and y {:?} hold no values per sample",
+            s.data.display(),
+            x.shape,
+            y.shape
+        ));
+    }
+    let labels = y.values;
+    let ignore = LossParams::default().ignore_index;
     let batch = s.batch.min(n);
     let mut dims = x.shape.clone();
     dims[0] = batch;
@@ -110,6 +175,7 @@ pub fn run(s: Settings) -> Result<(), String> {
         Trained::All => plan_at(file, &dims, s.momentum)?,
         t => plan_choice(file, &dims, t, s.momentum, s.compact_saves)?,
     };
+    within(limits, &plan, &dims, true)?;
     let mut arena = vec![0.0f32; plan.step_bytes.div_ceil(4) + 16];
     let mut g: Graph<'_, f32, TAPE> = Graph::new(&mut arena);
     g.set_compact_saves(s.compact_saves);
@@ -124,13 +190,20 @@ pub fn run(s: Settings) -> Result<(), String> {
     let mut rng = Rng::new(s.seed);
     let mut order: Vec<usize> = (0..n).collect();
     rng.shuffle(&mut order);
-    let (mut at, mut losses) = (0usize, Vec::with_capacity(steps));
+    let k = (steps / 10).max(1);
+    let mut means = Means {
+        steps,
+        k,
+        first: (0.0, 0),
+        last: (0.0, 0),
+    };
+    let (mut at, mut skipped) = (0usize, 0usize);
     // One batch's samples and targets, refilled every step.
     let (mut xb, mut yb) = (
         Vec::with_capacity(batch * per_x),
         Vec::with_capacity(batch * per_y),
     );
-    for _ in 0..steps {
+    for step in 0..steps {
         if at >= n {
             rng.shuffle(&mut order);
             at = 0;
@@ -144,6 +217,18 @@ pub fn run(s: Settings) -> Result<(), String> {
             yb.extend_from_slice(&labels[i * per_y..(i + 1) * per_y]);
         }
         dims[0] = idx.len();
+        if yb.iter().all(|&t| t == ignore) {
+            // A mean over no targets is NaN: the step would write NaN into the model.
+            bar.suspend(|| {
+                eprintln!(
+                    "step {}: every label of the batch is ignore_index ({ignore}): step skipped",
+                    step + 1
+                )
+            });
+            skipped += 1;
+            bar.inc(1);
+            continue;
+        }
         let r = (|| {
             g.zero_grad();
             let xt = g.input(&dims, &xb)?;
@@ -163,23 +248,31 @@ pub fn run(s: Settings) -> Result<(), String> {
             Ok(v)
         })();
         g.end_step();
-        let v = r.map_err(|e| format!("step {}: {e}", losses.len() + 1))?;
-        losses.push(v);
+        let v = r.map_err(|e| format!("step {}: {e}", step + 1))?;
+        means.add(step, v);
         bar.set_message(format!("{v:.4}"));
         bar.inc(1);
     }
     bar.finish_and_clear();
+    if skipped == steps {
+        return Err(format!(
+            "{}: every label is ignore_index ({ignore}): nothing trained, nothing written",
+            s.data.display()
+        ));
+    }
     let out = m.to_file_bytes(&g).map_err(|e| e.to_string())?;
     files::write(&s.output, &out)?;
-    let k = (steps / 10).max(1);
-    let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len().max(1) as f32;
+    let skipped = match skipped {
+        0 => String::new(),
+        n => format!(" ({n} skipped: every label ignored)"),
+    };
     println!(
-        "{} steps of batch {batch}, {} of {} parameter values trained: mean loss {:.4} over the first {k} steps, {:.4} over the last {k}; wrote {}",
+        "{} steps{skipped} of batch {batch}, {} of {} parameter values trained: mean loss {:.4} over the first {k} steps, {:.4} over the last {k}; wrote {}",
         steps,
         Thousands(values),
         Thousands(total),
-        mean(&losses[..k.min(losses.len())]),
-        mean(&losses[losses.len().saturating_sub(k)..]),
+        Means::mean(means.first),
+        Means::mean(means.last),
         s.output.display()
     );
     Ok(())

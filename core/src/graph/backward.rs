@@ -107,7 +107,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         #[cfg(not(target_arch = "arm"))]
         let grads = self.arena.grads_mark();
         self.arena.set_dry(true);
+        // The real walk counts the work: the dry one does not.
+        let work = self.macs();
         let dry = self.walk(id, None);
+        self.work_restore(work);
         self.arena.set_dry(false);
         #[cfg(not(target_arch = "arm"))]
         self.arena.set_grads_bottom(grads);

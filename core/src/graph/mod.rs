@@ -24,6 +24,7 @@ mod no_grad;
 mod node;
 mod site;
 mod trace;
+mod work;
 
 pub(crate) use finite::first_non_finite;
 pub use no_grad::NoGrad;
@@ -31,6 +32,7 @@ pub(crate) use node::{
     f32_words, reads, word, words_f32, BackwardFn, Node, NodeId, Op, OpKind, Packed, Params, NO_PARAMS,
 };
 pub use trace::{TraceEvent, TraceFn};
+pub(crate) use work::{product, touched};
 
 use crate::arena::{Arena, Span};
 use crate::error::{Error, Phase, Result};
@@ -94,6 +96,8 @@ pub struct Graph<'a, S: Scalar, const N: usize> {
     planned_records: Option<usize>,
     /// The arena's high-water mark when backward last started (the forward pass's).
     pub(crate) forward_high_water: usize,
+    /// Work counted so far ([`Graph::macs`]).
+    work: u64,
     /// Holes backward frees while a record's memory is given back (`memory.rs`).
     #[cfg_attr(target_arch = "arm", allow(dead_code))]
     pending: memory::Pending,
@@ -128,6 +132,7 @@ impl<'a, S: Scalar, const N: usize> Graph<'a, S, N> {
             tracer: None,
             planned_records: None,
             forward_high_water: 0,
+            work: 0,
             pending: memory::Pending::default(),
         }
     }

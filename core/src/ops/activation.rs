@@ -4,10 +4,10 @@
 
 use super::registry::{need, opt, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::reads;
 use crate::graph::{
     f32_words, words_f32, BackwardFn, Graph, NoGrad, NodeId, Op, OpKind, Params, Tensor, NO_PARAMS,
 };
+use crate::graph::{reads, touched};
 use crate::kernels::compact as c;
 use crate::kernels::elementwise::{grad_map, map};
 use crate::kernels::set::KernelSet;
@@ -180,10 +180,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         };
         let (out, saved) =
             self.take_over("relu_", xi, op, rule, rg, if rg { c::mask_words(n) } else { 0 })?;
-        if !self.arena.is_meta() {
-            let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
-            S::Kernels::relu_masked(xv, mv);
-        }
+        let work = touched(&[], xn.data);
+        self.exec2([], [xn.data, saved], work, |[], xv, mv| {
+            S::Kernels::relu_masked(xv, mv)
+        })?;
         Ok(out)
     }
 

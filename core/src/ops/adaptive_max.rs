@@ -4,7 +4,7 @@
 use super::expect_rank;
 use super::registry::{need, pair, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::reads;
+use crate::graph::{reads, touched};
 use crate::graph::{Graph, Op, OpKind, Tensor};
 use crate::kernels::pool::adaptive_max as k;
 use crate::kernels::pool::PoolGeom;
@@ -66,10 +66,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let saved = if rg { shape.numel() } else { 0 };
         let out = self.push(shape, op, Some(Self::adaptive_max_pool2d_rule), rg, saved)?;
         let node = self.nodes[out.id as usize];
-        if !self.arena.is_meta() {
-            let ([xv], yv, iv) = self.arena.views2([xn.data], node.data, node.saved)?;
-            k::adaptive_max_pool2d_forward(&g, xv, yv, iv);
-        }
+        let work = touched(&[xn.data], node.data);
+        self.exec2([xn.data], [node.data, node.saved], work, |[xv], yv, iv| {
+            k::adaptive_max_pool2d_forward(&g, xv, yv, iv)
+        })?;
         Ok(out)
     }
 

@@ -208,7 +208,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let out = self.push(shape, op, rule, rg, 0)?;
         let (y, bspan) = (self.nodes[out.id as usize].data, bn.map(|b| b.data));
         let reads = [xn.data, wn.data, bspan.unwrap_or_default()];
-        self.exec(reads, y, |[x, w, b], y| {
+        self.exec_n(reads, y, g.macs(), |[x, w, b], y| {
             S::Kernels::conv2d_forward(&g, x, w, bspan.map(|_| b), y)
         })?;
         Ok(out)
@@ -258,6 +258,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<()> {
         let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
+        // Each gradient pass is the forward's work; counted here, whichever kernels run.
+        let passes = [self.grad_of(x), self.grad_of(w)].iter().flatten().count();
+        self.count(g.macs().saturating_mul(passes as u64));
         #[cfg(not(target_arch = "arm"))]
         if self.conv_grads_at_once(g, [gy, xn.data, wn.data], x, w)? {
             if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
@@ -266,12 +269,12 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             return Ok(());
         }
         if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, wn.data], gx, |[gy, w], gx| {
+            self.exec_n([gy, wn.data], gx, 0, |[gy, w], gx| {
                 S::Kernels::conv2d_backward_input(g, gy, w, gx)
             })?;
         }
         if let Some(gw) = self.grad_of(w) {
-            self.exec([gy, xn.data], gw, |[gy, x], gw| {
+            self.exec_n([gy, xn.data], gw, 0, |[gy, x], gw| {
                 S::Kernels::conv2d_backward_weight(g, gy, x, gw)
             })?;
         }

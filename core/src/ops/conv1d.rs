@@ -114,7 +114,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let out = self.push(Shape::new(&[g.n, g.c_out, g.ow])?, op, rule, rg, 0)?;
         let (y, bspan) = (self.nodes[out.id as usize].data, bn.map(|b| b.data));
         let reads = [xn.data, wn.data, bspan.unwrap_or_default()];
-        self.exec(reads, y, |[x, w, b], y| {
+        self.exec_n(reads, y, g.macs(), |[x, w, b], y| {
             S::Kernels::conv2d_forward(&g, x, w, bspan.map(|_| b), y)
         })?;
         Ok(out)

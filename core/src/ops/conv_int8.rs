@@ -104,7 +104,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let out = self.push(shape, op, Some(Self::conv2d_int8_rule), rg, 0)?;
         let (y, bspan) = (self.nodes[out.id as usize].data, bn.map(|b| b.data));
         let reads = [xn.data, wn.data, bspan.unwrap_or_default()];
-        self.exec(reads, y, |[x, w, b], y| {
+        self.exec_n(reads, y, g.macs(), |[x, w, b], y| {
             let (scales, q) = w.split_at(g.c_out);
             conv2d_q8_forward(&g, x, &PackedI8(q), scales, bspan.map(|_| b), y)
         })?;
@@ -119,7 +119,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let gy = g.grads_for(i)?;
         let wn = g.nodes[w as usize];
         if let Some(gx) = g.grad_of(x) {
-            g.exec([gy, wn.data], gx, |[gy, w], gx| {
+            g.exec_n([gy, wn.data], gx, geom.macs(), |[gy, w], gx| {
                 let (scales, q) = w.split_at(geom.c_out);
                 conv2d_q8_backward_input(&geom, gy, &PackedI8(q), scales, gx)
             })?;

@@ -226,7 +226,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         };
         let out = self.push(Shape::nchw(g.n, g.c_in, g.h, g.w)?, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
-        self.exec([xn.data, wn.data], y, |[x, w], y| {
+        // The transposed convolution is its dual convolution's input gradient: the
+        // same multiply-accumulates.
+        self.exec_n([xn.data, wn.data], y, g.macs(), |[x, w], y| {
             y.fill(S::ZERO);
             S::Kernels::conv2d_backward_input(&g, x, w, y);
         })?;
@@ -270,13 +272,13 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let gy = g.grads_for(i)?;
         if let Some(gx) = g.grad_of(x) {
             if fresh {
-                g.exec([gy, wn.data], gx, |[gy, w], gx| {
+                g.exec_n([gy, wn.data], gx, geo.macs(), |[gy, w], gx| {
                     S::Kernels::conv2d_forward(&geo, gy, w, None, gx)
                 })?;
             } else {
                 // gx already holds another reader's gradient: convolve into scratch, add.
                 let t = g.arena.alloc(gx.len)?;
-                g.exec([gy, wn.data], t, |[gy, w], t| {
+                g.exec_n([gy, wn.data], t, geo.macs(), |[gy, w], t| {
                     S::Kernels::conv2d_forward(&geo, gy, w, None, t)
                 })?;
                 g.exec([t], gx, |[t], gx| {
@@ -286,7 +288,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             }
         }
         if let Some(gw) = g.grad_of(w) {
-            g.exec([xn.data, gy], gw, |[x, gy], gw| {
+            g.exec_n([xn.data, gy], gw, geo.macs(), |[x, gy], gw| {
                 S::Kernels::conv2d_backward_weight(&geo, x, gy, gw)
             })?;
         }

@@ -6,7 +6,7 @@
 
 use super::registry::{need, opt, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::reads;
+use crate::graph::{reads, touched};
 use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::activation as k;
 use crate::kernels::compact as c;
@@ -66,10 +66,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let op = if rg { Op::unary(&RELU6, xi) } else { Op::LEAF };
         let mask = if rg { c::mask_words(xn.shape().numel()) } else { 0 };
         let (out, saved) = self.take_over("relu6_", xi, op, Some(Self::relu6_rule), rg, mask)?;
-        if !self.arena.is_meta() {
-            let ([], xv, mv) = self.arena.views2([], xn.data, saved)?;
-            S::Kernels::relu6_masked(xv, mv);
-        }
+        let work = touched(&[], xn.data);
+        self.exec2([], [xn.data, saved], work, |[], xv, mv| {
+            S::Kernels::relu6_masked(xv, mv)
+        })?;
         Ok(out)
     }
 

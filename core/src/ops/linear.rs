@@ -3,7 +3,7 @@
 use super::expect_rank;
 use super::registry::{need, opt, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{product, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::linear as k;
 use crate::kernels::KernelSet;
 use crate::scalar::Scalar;
@@ -69,9 +69,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let out = self.push(Shape::new(&[batch, out_f])?, op, Some(Self::linear_rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let bspan = bn.map(|b| b.data);
-        self.exec(
+        self.exec_n(
             [xn.data, wn.data, bspan.unwrap_or_default()],
             y,
+            product(&[batch, inp, out_f]),
             |[x, w, b], y| S::Kernels::linear_forward(batch, inp, out_f, x, w, bspan.map(|_| b), y),
         )?;
         Ok(out)
@@ -94,13 +95,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let gy = self.grads_for(i)?;
         let (xn, wn) = (self.nodes[x as usize], self.nodes[w as usize]);
         let (batch, inp, out) = sizes(xn.shape(), wn.shape(), None)?;
+        let macs = product(&[batch, inp, out]);
         if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, wn.data], gx, |[gy, w], gx| {
+            self.exec_n([gy, wn.data], gx, macs, |[gy, w], gx| {
                 S::Kernels::linear_backward_input(batch, inp, out, gy, w, gx)
             })?;
         }
         if let Some(gw) = self.grad_of(w) {
-            self.exec([gy, xn.data], gw, |[gy, x], gw| {
+            self.exec_n([gy, xn.data], gw, macs, |[gy, x], gw| {
                 S::Kernels::linear_backward_weight(batch, inp, out, gy, x, gw)
             })?;
         }

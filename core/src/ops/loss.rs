@@ -5,7 +5,7 @@ use super::expect_rank;
 use super::nll::Reduction;
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::reads;
+use crate::graph::{reads, touched};
 use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::elementwise::grad_map;
 use crate::scalar::Scalar;
@@ -83,6 +83,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let saved = if rg { b * c + b } else { 0 };
         let out = self.push(Shape::scalar(), op, Some(Self::cross_entropy_rule), rg, saved)?;
         let node = self.nodes[out.id as usize];
+        self.count(touched(&[ln.data, node.saved], node.data));
         if !meta {
             let ([x], y, sv) = self.arena.views2([ln.data], node.data, node.saved)?;
             let mut total = S::acc_zero();

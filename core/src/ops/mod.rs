@@ -155,18 +155,54 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// Runs `f` on `R` read views and one write view, unless the graph only plans or
     /// the write view is empty. (A kernel's only effect is its write view; with it
     /// empty, the loops of some kernels would still count through the other dims of an
-    /// empty tensor, which may be huge: found by fuzzing.)
+    /// empty tensor, which may be huge: found by fuzzing.) Counts the views' elements
+    /// as the kernel's work ([`Graph::macs`]), in a meta graph too.
     pub(crate) fn exec<const R: usize>(
         &mut self,
         reads: [Span; R],
         write: Span,
         f: impl FnOnce([&[S]; R], &mut [S]),
     ) -> Result<()> {
-        if self.arena.is_meta() || write.len == 0 {
+        let work = crate::graph::touched(&reads, write);
+        self.exec_n(reads, write, work, f)
+    }
+
+    /// [`Graph::exec`] counting `work` (multiply-accumulates of a convolution, computed
+    /// next to its shape rule) instead of the views' elements.
+    pub(crate) fn exec_n<const R: usize>(
+        &mut self,
+        reads: [Span; R],
+        write: Span,
+        work: u64,
+        f: impl FnOnce([&[S]; R], &mut [S]),
+    ) -> Result<()> {
+        if write.len == 0 {
+            return Ok(());
+        }
+        self.count(work);
+        if self.arena.is_meta() {
             return Ok(());
         }
         let (r, w) = self.arena.views(reads, write)?;
         f(r, w);
+        Ok(())
+    }
+
+    /// Runs `f` on read views and two write views, unless the graph only plans, and
+    /// counts `work` (the kernels that also write what backward keeps).
+    pub(crate) fn exec2<const R: usize>(
+        &mut self,
+        reads: [Span; R],
+        writes: [Span; 2],
+        work: u64,
+        f: impl FnOnce([&[S]; R], &mut [S], &mut [S]),
+    ) -> Result<()> {
+        self.count(work);
+        if self.arena.is_meta() {
+            return Ok(());
+        }
+        let (r, a, b) = self.arena.views2(reads, writes[0], writes[1])?;
+        f(r, a, b);
         Ok(())
     }
 

@@ -6,7 +6,7 @@
 
 use super::registry::{need, Attrs, OpSpec};
 use crate::error::{Error, Result};
-use crate::graph::reads;
+use crate::graph::{reads, touched};
 use crate::graph::{Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
 use crate::scalar::Scalar;
 use crate::shape::Shape;
@@ -164,6 +164,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let saved = if rg { n * inner } else { 0 };
         let out = self.push(Shape::scalar(), op, Some(Self::nll_loss_rule), rg, saved)?;
         let node = self.nodes[out.id as usize];
+        self.count(touched(&[xn.data, node.saved], node.data));
         if meta {
             return Ok(out);
         }

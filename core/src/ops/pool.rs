@@ -169,10 +169,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         };
         let out = self.push(shape, op, rule, rg, saved)?;
         let node = self.nodes[out.id as usize];
-        if !self.arena.is_meta() {
-            let ([xv], yv, iv) = self.arena.views2([xn.data], node.data, node.saved)?;
-            S::Kernels::max_pool2d_forward_packed(&g, xv, yv, iv);
-        }
+        let work = g.taps_work();
+        self.exec2([xn.data], [node.data, node.saved], work, |[xv], yv, iv| {
+            S::Kernels::max_pool2d_forward_packed(&g, xv, yv, iv)
+        })?;
         Ok(out)
     }
 
@@ -191,7 +191,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let idx = self.nodes[i].saved;
         let g = geometry("max_pool2d", xn.shape(), &p)?;
         if let Some(gx) = self.grad_of(x) {
-            self.exec([gy, idx], gx, |[gy, idx], gx| {
+            self.exec_n([gy, idx], gx, g.taps_work(), |[gy, idx], gx| {
                 if fresh && S::Kernels::max_pool2d_backward_overwrite(&g, gy, idx, gx) {
                     return;
                 }
@@ -219,7 +219,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let out = self.push(out_shape(xn.shape(), &g)?, op, rule, rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let inc = p.count_include_pad;
-        self.exec([xn.data], y, |[x], y| k::avg_pool2d_forward(&g, inc, x, y))?;
+        self.exec_n([xn.data], y, g.taps_work(), |[x], y| {
+            k::avg_pool2d_forward(&g, inc, x, y)
+        })?;
         Ok(out)
     }
 
@@ -235,7 +237,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let g = geometry("avg_pool2d", xn.shape(), &p)?;
         let inc = p.count_include_pad;
         if let Some(gx) = self.grad_of(x) {
-            self.exec([gy], gx, |[gy], gx| k::avg_pool2d_backward(&g, inc, gy, gx))?;
+            self.exec_n([gy], gx, g.taps_work(), |[gy], gx| {
+                k::avg_pool2d_backward(&g, inc, gy, gx)
+            })?;
         }
         Ok(())
     }

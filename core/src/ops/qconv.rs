@@ -34,7 +34,7 @@ impl<const N: usize> Graph<'_, Q16, N> {
         let shape = Shape::nchw(g.n, g.c_out, g.oh, g.ow)?;
         let out = self.push(shape, Op::LEAF, None, false, 0)?;
         let y = self.nodes[out.id as usize].data;
-        self.exec([xn.data], y, |[x], y| conv2d_q8(&g, x, w, y))?;
+        self.exec_n([xn.data], y, g.macs(), |[x], y| conv2d_q8(&g, x, w, y))?;
         Ok(out)
     }
 }

@@ -2,7 +2,7 @@
 
 #[cfg(doc)]
 use super::Sgd;
-use super::{check_state, non_finite, param_elems, StepReport};
+use super::{check_state, count_update, non_finite, param_elems, StepReport};
 use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::graph::{first_non_finite, Graph};
@@ -62,6 +62,7 @@ impl Adam {
     /// step count stay as they were).
     pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<StepReport> {
         check_state("Adam::step", self.elems, param_elems(g))?;
+        count_update(g);
         if g.is_meta() {
             return Ok(StepReport::default());
         }

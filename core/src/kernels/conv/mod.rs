@@ -57,6 +57,22 @@ pub struct ConvGeom {
 }
 
 impl ConvGeom {
+    /// Multiply-accumulates of the convolution (and of each of its input- and
+    /// weight-gradient passes): output elements x input channels per group x kernel
+    /// taps, saturating.
+    pub(crate) fn macs(&self) -> u64 {
+        let parts = [
+            self.n,
+            self.c_out,
+            self.oh,
+            self.ow,
+            self.cin_g(),
+            self.kh,
+            self.kw,
+        ];
+        parts.iter().fold(1u64, |acc, &p| acc.saturating_mul(p as u64))
+    }
+
     fn cin_g(&self) -> usize {
         self.c_in / self.groups
     }

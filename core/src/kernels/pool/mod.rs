@@ -32,6 +32,14 @@ pub struct PoolGeom {
     pub pad: [usize; 2],
 }
 
+impl PoolGeom {
+    /// Output elements x kernel taps, saturating: the work of a pass over the windows.
+    pub(crate) fn taps_work(&self) -> u64 {
+        let parts = [self.planes, self.oh, self.ow, self.kernel[0], self.kernel[1]];
+        parts.iter().fold(1u64, |acc, &p| acc.saturating_mul(p as u64))
+    }
+}
+
 /// Window rows/columns `[start, end)` clipped to the input, and the padded size.
 #[inline]
 fn window(o: usize, stride: usize, pad: usize, k: usize, len: usize) -> (usize, usize, usize) {

@@ -5,7 +5,7 @@
 use super::{norm_geom, BATCH_NORM, BATCH_NORM_COMPACT, BATCH_NORM_FIXED, OP};
 use crate::arena::Span;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId};
+use crate::graph::{touched, Graph, NodeId};
 use crate::kernels::half_saves as half;
 use crate::kernels::norm::{self as k, NormGeom};
 use crate::kernels::set::KernelSet;
@@ -95,6 +95,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if let Some(gb) = b.and_then(|b| self.grad_of(b)) {
             self.exec([reads[1]], gb, |[gy], gb| S::Kernels::norm_bias_grads(g, gy, gb))?;
         }
+        if let Some(gx) = self.grad_of(x) {
+            self.count(touched(&reads, gx).saturating_add(gw.len as u64));
+        }
         match self.grad_of(x) {
             Some(gx) if !self.arena.is_meta() => {
                 let (r, gw, gx) = self.arena.views2(reads, gw, gx)?;
@@ -127,6 +130,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let [xd, saved, wd] = reads;
         self.ensure_param_grads(params)?;
         let run = |g2: &mut Self, gy: Span| -> Result<()> {
+            g2.count(touched(&[xd, wd, saved], gy));
             if !g2.arena.is_meta() {
                 let ([xv, wv], sv, gv) = g2.arena.views2([xd, wd], saved, gy)?;
                 S::Kernels::batch_norm_backward_batch_in_place(g, xv, wv, sv, gv);

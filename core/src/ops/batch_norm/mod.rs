@@ -21,7 +21,7 @@ mod backward;
 use super::registry::{flag, need, opt, real, Attrs, OpSpec};
 use crate::arena::Span;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
+use crate::graph::{touched, Graph, Op, OpKind, Tensor, NO_PARAMS};
 use crate::kernels::half_saves as half;
 use crate::kernels::norm::{self as k, NormGeom};
 use crate::kernels::set::KernelSet;
@@ -275,6 +275,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         match (p.training, running) {
             (true, run) => {
                 let mom = S::from_f32(p.momentum);
+                self.count(touched(&[xd], saved));
                 match (self.arena.is_meta(), run) {
                     (true, _) => {}
                     (false, Some((_, rv))) => {

@@ -90,7 +90,7 @@ pub fn run(
         node_id,
         ..Summary::default()
     };
-    let result = serve(client, options, node.clone(), &mut summary, &mut handle);
+    let result = serve(client, options, node, &mut summary, &mut handle);
     done.store(true, Ordering::SeqCst);
     let _ = heartbeat.join();
     let left = client
@@ -148,17 +148,14 @@ fn serve(
         let pulled: proto::PullMessagesResponse = client.call(
             "pull-messages",
             &proto::PullMessagesRequest {
-                node: node.clone(),
+                node,
                 message_ids: vec![],
             },
         )?;
         let (Some(header), Some(tree)) = (pulled.messages_list.first(), pulled.message_object_trees.first())
         else {
             if let Some(run_id) = last_run {
-                let request = proto::GetRunRequest {
-                    node: node.clone(),
-                    run_id,
-                };
+                let request = proto::GetRunRequest { node, run_id };
                 match client.call::<_, proto::GetRunResponse>("get-run", &request) {
                     Err(Error::RunFinished) => return Ok(()),
                     Err(e) => return Err(e),
@@ -170,11 +167,11 @@ fn serve(
         };
         let run_id = header.metadata.as_ref().map(|m| m.run_id).unwrap_or(0);
         last_run = Some(run_id);
-        let message = pull_message(client, &node, run_id, tree)?;
+        let message = pull_message(client, node, run_id, tree)?;
         client.call::<_, proto::ConfirmMessageReceivedResponse>(
             "confirm-message-received",
             &proto::ConfirmMessageReceivedRequest {
-                node: node.clone(),
+                node,
                 run_id,
                 message_object_id: tree.object_id.clone(),
             },
@@ -184,7 +181,7 @@ fn serve(
             summary.error_replies += 1;
         }
         let node_id = node.as_ref().map(|n| n.node_id).unwrap_or(0);
-        push_reply(client, &node, reply_to(&message, node_id, content))?;
+        push_reply(client, node, reply_to(&message, node_id, content))?;
         summary.replies += 1;
     }
     Ok(())
@@ -217,7 +214,7 @@ fn answer(
 
 fn pull_message(
     client: &Client,
-    node: &Option<proto::Node>,
+    node: Option<proto::Node>,
     run_id: u64,
     tree: &proto::ObjectTree,
 ) -> Result<Message, Error> {
@@ -229,7 +226,7 @@ fn pull_message(
             continue;
         }
         let request = proto::PullObjectRequest {
-            node: node.clone(),
+            node,
             run_id,
             object_id: id.clone(),
         };
@@ -298,7 +295,7 @@ fn reply_to(message: &Message, node_id: u64, content: Result<Vec<(String, Record
     }
 }
 
-fn push_reply(client: &Client, node: &Option<proto::Node>, mut reply: Message) -> Result<(), Error> {
+fn push_reply(client: &Client, node: Option<proto::Node>, mut reply: Message) -> Result<(), Error> {
     let deflated = reply.deflate();
     reply.metadata.message_id = deflated.id.clone();
     // The message travels with an empty RecordDict as content (Flower's
@@ -311,7 +308,7 @@ fn push_reply(client: &Client, node: &Option<proto::Node>, mut reply: Message) -
     let pushed: proto::PushMessagesResponse = client.call(
         "push-messages",
         &proto::PushMessagesRequest {
-            node: node.clone(),
+            node,
             messages_list: vec![header],
             message_object_trees: vec![deflated.tree.clone()],
             clientapp_runtime_list: vec![],
@@ -331,7 +328,7 @@ fn push_reply(client: &Client, node: &Option<proto::Node>, mut reply: Message) -
         client.call::<_, proto::PushObjectResponse>(
             "push-object",
             &proto::PushObjectRequest {
-                node: node.clone(),
+                node,
                 run_id: reply.metadata.run_id,
                 object_id: id.clone(),
                 object_content: content.to_vec(),

@@ -9,6 +9,8 @@
 //! torchlet train MODEL.tlm DATA.safetensors --lr 0.1 [--steps N] [--batch B] [--momentum M] -o NEW.tlm
 //!     [--choice all|head|biases|biases-norms] [--train-only 'blocks.4.*']... [--compact-saves]
 //! torchlet export MODEL.tlm OUT.safetensors
+//! torchlet fleet join MODEL.tlm DATA.safetensors --superlink http://HOST:PORT [--eval EVAL.safetensors]
+//!     [--key NODE_KEY.pem] [--choice all|head|biases|biases-norms] [--train-only PATTERN]...
 //! ```
 
 mod args;
@@ -16,6 +18,7 @@ mod choices;
 mod convert;
 mod export;
 mod files;
+mod fleet;
 mod info;
 mod plan;
 mod run;
@@ -141,6 +144,9 @@ enum Command {
         /// The safetensors file to write.
         out: PathBuf,
     },
+    /// Federated fine-tuning: this machine as a Flower (flwr 1.42) SuperNode.
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
 }
 
 fn main() -> ExitCode {
@@ -195,6 +201,7 @@ fn main() -> ExitCode {
             compact_saves,
         }),
         Command::Export { model, out } => export::run(&model, &out),
+        Command::Fleet(command) => fleet::run(command),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -20,7 +20,7 @@ LOG = {"train": [], "evaluate": []}
 
 def load_arrays(path):
     with safe_open(path, framework="numpy") as f:
-        return ArrayRecord({k: Array(np.ascontiguousarray(f.get_tensor(k))) for k in f.keys()})
+        return ArrayRecord({k: Array(np.array(f.get_tensor(k), order="C")) for k in f.keys()})
 
 
 def logged(kind):

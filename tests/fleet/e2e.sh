@@ -35,6 +35,7 @@ cleanup() {
   if [ -n "${KEEP:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM  # runs the EXIT trap
 START=$(date +%s)
 left() { echo $((DEADLINE - ($(date +%s) - START))); }
 

@@ -125,3 +125,63 @@ impl Reply {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Values;
+
+    #[test]
+    fn non_finite_results_are_never_sent() {
+        let fine = Array::from_values("w", &[2], &Values::F32(vec![1.0, 2.0])).unwrap();
+        let nan = Array::from_values("w", &[2], &Values::F32(vec![1.0, f32::NAN])).unwrap();
+        let ok = Reply::Train {
+            arrays: vec![("w".into(), fine.clone())],
+            num_examples: 3,
+            train_loss: 0.5,
+        };
+        let content = ok.into_content().unwrap();
+        assert_eq!(content.len(), 2);
+        let bad = Reply::Train {
+            arrays: vec![("w".into(), nan)],
+            num_examples: 3,
+            train_loss: 0.5,
+        };
+        assert!(bad.into_content().unwrap_err().contains("array w"));
+        let inf = Reply::Train {
+            arrays: vec![("w".into(), fine)],
+            num_examples: 3,
+            train_loss: f64::INFINITY,
+        };
+        assert!(inf.into_content().unwrap_err().contains("train-loss"));
+        let eval = Reply::Evaluate {
+            num_examples: 3,
+            eval_loss: f64::NAN,
+            eval_acc: 0.5,
+        };
+        assert!(eval.into_content().is_err());
+    }
+
+    #[test]
+    fn config_numbers_read_as_the_serverapp_writes_them() {
+        use crate::proto::{config_record, ConfigRecordValue};
+        let item = |k: &str, v| config_record::Item {
+            key: k.into(),
+            value: Some(ConfigRecordValue { value: Some(v) }),
+        };
+        let config = ConfigRecord {
+            items: vec![
+                item("lr", config_record_value::Value::Double(0.1)),
+                item("local-steps", config_record_value::Value::Sint64(5)),
+                item("bad", config_record_value::Value::Sint64(-1)),
+                item("name", config_record_value::Value::String("x".into())),
+            ],
+        };
+        assert_eq!(config_f64(&config, "lr"), Some(0.1));
+        assert_eq!(config_u64(&config, "local-steps"), Some(5));
+        assert_eq!(config_f64(&config, "local-steps"), Some(5.0));
+        assert_eq!(config_u64(&config, "bad"), None);
+        assert_eq!(config_f64(&config, "name"), None);
+        assert_eq!(config_f64(&config, "absent"), None);
+    }
+}

@@ -176,21 +176,15 @@ pub fn evaluate(
             let v = g.data(l)?[0];
             let scores = g.data(logits)?;
             // Accuracy for [N, C] logits (one target per sample).
-            let hits = (scores.len() == yb.len() * classes)
-                .then(|| {
-                    scores
-                        .chunks(classes)
-                        .zip(&yb)
-                        .filter(|(row, &y)| {
-                            let best = row
-                                .iter()
-                                .enumerate()
-                                .fold(0, |b, (i, v)| if *v > row[b] { i } else { b });
-                            best as i64 == y
-                        })
-                        .count()
-                })
-                .unwrap_or(0);
+            let hits = if scores.len() == yb.len() * classes {
+                scores
+                    .chunks(classes)
+                    .zip(&yb)
+                    .filter(|(row, &y)| argmax(row) as i64 == y)
+                    .count()
+            } else {
+                0
+            };
             Ok::<_, torchlet::Error>((v, hits))
         })();
         g.end_step();
@@ -204,6 +198,13 @@ pub fn evaluate(
         loss_sum / count.max(1) as f64,
         correct as f64 / count.max(1) as f64,
     ))
+}
+
+/// The index of the largest value (the first of equals).
+fn argmax(row: &[f32]) -> usize {
+    row.iter()
+        .enumerate()
+        .fold(0, |best, (i, v)| if *v > row[best] { i } else { best })
 }
 
 /// The arrays to send back: every received one, in order, in its received dtype and shape:
@@ -236,4 +237,138 @@ pub fn reply_arrays(
                 .map_err(|e| e.to_string())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// W1's tensors as a ServerApp would send them (float32, state_dict names).
+    fn w1() -> (GraphSpec, Vec<(String, Array)>) {
+        let bytes = include_bytes!("../../../../firmware/assets/w1_pretrained.tlm");
+        let spec = ModelFile::parse(bytes).map(|f| f.to_spec()).unwrap_or_default();
+        let arrays = spec
+            .tensors
+            .iter()
+            .map(|t| {
+                let a = Array::from_values(&t.name, &t.dims, &Values::F32(t.data.clone()));
+                (t.name.clone(), a.unwrap_or_else(|e| panic!("{e}")))
+            })
+            .collect();
+        (spec, arrays)
+    }
+
+    #[test]
+    fn received_arrays_replace_the_models_by_name() {
+        let (spec, mut arrays) = w1();
+        assert!(spec.tensors.len() >= 4);
+        let name = arrays[0].0.clone();
+        let shape = arrays[0].1.shape.clone();
+        let n: usize = shape.iter().product();
+        arrays[0].1 = Array::from_values(&name, &shape, &Values::F64(vec![0.25; n])).unwrap();
+        let loaded = load(&spec, &arrays).unwrap();
+        assert_eq!(loaded.tensors[0].data, vec![0.25f32; n]);
+        assert_eq!(loaded.tensors[1].data, spec.tensors[1].data);
+        // The reply keeps the received dtype (float64 here) and order.
+        let back = reply_arrays(&loaded, &arrays, 0).unwrap();
+        assert_eq!(back[0].1.dtype, "float64");
+        assert_eq!(
+            back.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            arrays.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn missing_extra_misshapen_or_non_finite_arrays_are_refused_by_name() {
+        let (spec, arrays) = w1();
+        let name = arrays[1].0.clone();
+        let missing: Vec<_> = arrays.iter().filter(|(n, _)| *n != name).cloned().collect();
+        let e = load(&spec, &missing).unwrap_err();
+        assert!(e.contains(&name) && e.contains("missing"), "{e}");
+        let mut extra = arrays.clone();
+        extra.push(("fc9.weight".into(), arrays[1].1.clone()));
+        let e = load(&spec, &extra).unwrap_err();
+        assert!(e.contains("fc9.weight") && e.contains("not in the model"), "{e}");
+        let mut wrong = arrays.clone();
+        wrong[1].1 = Array::from_values(&name, &[3], &Values::F32(vec![0.0; 3])).unwrap();
+        let e = load(&spec, &wrong).unwrap_err();
+        assert!(e.contains(&name) && e.contains("shape [3]"), "{e}");
+        let mut nan = arrays.clone();
+        let shape = arrays[1].1.shape.clone();
+        let n: usize = shape.iter().product();
+        nan[1].1 = Array::from_values(&name, &shape, &Values::F32(vec![f32::NAN; n])).unwrap();
+        let e = load(&spec, &nan).unwrap_err();
+        assert!(e.contains(&name) && e.contains("non-finite"), "{e}");
+        // An extra num_batches_tracked scalar is kept beside the model and counted.
+        let mut nbt = arrays.clone();
+        nbt.push((
+            "bn.num_batches_tracked".into(),
+            Array::from_values("n", &[], &Values::I64(vec![7])).unwrap(),
+        ));
+        let loaded = load(&spec, &nbt).unwrap();
+        let back = reply_arrays(&loaded, &nbt, 5).unwrap();
+        assert_eq!(back.last().unwrap().1.values("n").unwrap(), Values::I64(vec![12]));
+    }
+
+    #[test]
+    fn mini_batches_are_cyclic_over_the_samples() {
+        let x = Tensor {
+            name: "x".into(),
+            shape: vec![5, 1, 1, 1],
+            data: vec![0.0, 1.0, 2.0, 3.0, 4.0],
+        };
+        let data = Data {
+            x,
+            labels: vec![0, 1, 2, 3, 4],
+        };
+        // Batch b of B = 3 starts at row (3 b) mod 5: rows 3, 4, 0 for b = 1.
+        let start = |b: usize| (b * 3) % 5;
+        let (xb, yb) = data.batch(start(1), 3);
+        assert_eq!(xb, vec![3.0, 4.0, 0.0]);
+        assert_eq!(yb, vec![3, 4, 0]);
+        let (xb, _) = data.batch(start(2), 3);
+        assert_eq!(xb, vec![1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn a_round_of_training_changes_the_trained_tensors_and_its_loss_is_finite() {
+        let (spec, _) = w1();
+        let mut pixels = Vec::new();
+        for i in 0..4 * 28 * 28 {
+            pixels.push(((i * 37) % 255) as f32 / 255.0);
+        }
+        let x = Tensor {
+            name: "x".into(),
+            shape: vec![4, 1, 28, 28],
+            data: pixels,
+        };
+        let data = Data {
+            x,
+            labels: vec![1, 3, 5, 7],
+        };
+        let round = Round {
+            lr: 0.05,
+            momentum: 0.9,
+            weight_decay: 0.0,
+            steps: 3,
+            batch: 2,
+        };
+        let file = ModelFile::parse(include_bytes!("../../../../firmware/assets/w1_pretrained.tlm")).unwrap();
+        let plan = crate::plan::plan_at(file, &[2, 1, 28, 28], 0.9).unwrap();
+        let (updated, loss) = train(
+            &spec,
+            Trained::All,
+            plan.step_bytes.div_ceil(4) + 16,
+            &data,
+            &round,
+        )
+        .unwrap();
+        assert!(loss.is_finite() && loss > 0.0);
+        assert_ne!(updated.tensors[0].data, spec.tensors[0].data);
+        // Evaluation in batches of 3: its arena planned at that size.
+        let plan3 = crate::plan::plan_at(file, &[3, 1, 28, 28], 0.0).unwrap();
+        let words = plan3.step_bytes.max(plan3.inference_bytes).div_ceil(4) + 16;
+        let (eval_loss, acc) = evaluate(&updated, words, &data, 3).unwrap();
+        assert!(eval_loss.is_finite() && (0.0..=1.0).contains(&acc));
+    }
 }

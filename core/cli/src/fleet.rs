@@ -130,7 +130,12 @@ pub fn run(command: FleetCommand) -> Result<(), String> {
             "round {round_no}: train loss {train_loss:.4} ({:.1} s)",
             started.elapsed().as_secs_f64()
         );
-        if train_loss.is_finite() {
+        if train_loss.is_finite()
+            && updated
+                .tensors
+                .iter()
+                .all(|t| t.data.iter().all(|v| v.is_finite()))
+        {
             spec = updated;
         }
         Ok(Reply::Train {
@@ -201,9 +206,8 @@ fn read_data(path: &Path) -> Result<Data, String> {
             y.shape
         ));
     }
-    if let Some(bad) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(format!("{}: x has a non-finite value at {bad}", path.display()));
-    }
+    // Non-finite samples are not refused here: a round on them gives a non-finite loss or
+    // array, which is answered with an error reply (nothing non-finite is ever sent).
     let labels = y.data.iter().map(|v| *v as i64).collect();
     Ok(Data { x, labels })
 }

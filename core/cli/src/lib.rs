@@ -9,6 +9,8 @@
 //! torchlet train MODEL.tlm DATA.safetensors --lr 0.1 [--steps N] [--batch B] [--momentum M] -o NEW.tlm
 //!     [--choice all|head|biases|biases-norms] [--train-only 'blocks.4.*']... [--compact-saves]
 //! torchlet export MODEL.tlm OUT.safetensors
+//! torchlet fleet join MODEL.tlm DATA.safetensors --superlink http://HOST:PORT [--eval EVAL.safetensors]
+//!     [--key NODE_KEY.pem] [--choice all|head|biases|biases-norms] [--train-only PATTERN]...
 //! every command: [--max-memory 8GiB] [--max-macs 1e11]
 //! ```
 //!
@@ -23,6 +25,7 @@ mod choices;
 mod convert;
 mod export;
 mod files;
+mod fleet;
 pub mod fuzzing;
 mod info;
 pub mod limits;
@@ -60,7 +63,7 @@ struct Cli {
 enum Command {
     /// ONNX model (as torch.onnx.export writes it) -> torchlet model file.
     Convert {
-        /// The ONNX file; external data (MODEL.onnx.data) is read from beside it.
+        /// The ONNX file; external data files it names are read from its folder only.
         model: PathBuf,
         /// The model file to write.
         out: PathBuf,
@@ -163,6 +166,9 @@ enum Command {
         /// The safetensors file to write.
         out: PathBuf,
     },
+    /// Federated fine-tuning: this machine as a Flower (flwr 1.42) SuperNode.
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
 }
 
 /// Why a command did not run: its arguments (clap's error, which also carries
@@ -266,5 +272,6 @@ fn dispatch(command: Command, limits: Limits) -> Result<(), String> {
             limits,
         ),
         Command::Export { model, out } => export::run(&model, &out, limits),
+        Command::Fleet(command) => fleet::run(command, limits),
     }
 }

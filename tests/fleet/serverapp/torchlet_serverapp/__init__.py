@@ -1,0 +1,1 @@
+"""A stock FedAvg ServerApp for torchlet SuperNodes (tests/fleet, README "A fleet")."""

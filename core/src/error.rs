@@ -58,6 +58,17 @@ pub enum Error {
         /// The offending value.
         value: i64,
     },
+    /// A real-valued op or optimizer parameter is out of its domain (a NaN epsilon, a
+    /// momentum outside `[0, 1)`, a negative learning rate): [`Error::InvalidParam`]
+    /// for a value that is not an integer, printed as it was given (`NaN`, `-0.5`).
+    InvalidFloat {
+        /// The op (or optimizer) that rejected the parameter.
+        op: &'static str,
+        /// Which parameter, and why.
+        what: &'static str,
+        /// The offending value.
+        value: Real,
+    },
     /// A size computation overflowed `usize` (a huge shape or parameter).
     Overflow {
         /// The op whose size arithmetic overflowed.
@@ -150,6 +161,7 @@ impl fmt::Display for Error {
                 })
             }
             Error::InvalidParam { op, what, value } => write!(f, "{op}: {what} (got {value})"),
+            Error::InvalidFloat { op, what, value } => write!(f, "{op}: {what} (got {value})"),
             Error::Overflow { op } => write!(f, "{op}: size arithmetic overflows"),
             Error::Unsupported { op } => write!(f, "{op}: not supported"),
             Error::StaleTensor => write!(f, "tensor handle from an earlier step was used"),
@@ -234,6 +246,9 @@ impl defmt::Format for Error {
             Error::InvalidParam { op, what, value } => {
                 defmt::write!(f, "{=str}: {=str} (got {=i64})", op, what, value)
             }
+            Error::InvalidFloat { op, what, value } => {
+                defmt::write!(f, "{=str}: {=str} (got {=f32})", op, what, value.get())
+            }
             Error::Overflow { op } => defmt::write!(f, "{=str}: size arithmetic overflows", op),
             Error::Unsupported { op } => defmt::write!(f, "{=str}: not supported", op),
             Error::StaleTensor => defmt::write!(f, "stale tensor handle"),
@@ -264,6 +279,15 @@ impl defmt::Format for Error {
 }
 
 impl Error {
+    /// [`Error::InvalidFloat`] for `value`.
+    pub(crate) fn float(op: &'static str, what: &'static str, value: f32) -> Error {
+        Error::InvalidFloat {
+            op,
+            what,
+            value: Real::new(value),
+        }
+    }
+
     /// The variant's name, as the conformance runner reports it (`"ShapeMismatch"`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -271,6 +295,7 @@ impl Error {
             Error::TapeFull { .. } => "TapeFull",
             Error::ShapeMismatch { .. } => "ShapeMismatch",
             Error::InvalidParam { .. } => "InvalidParam",
+            Error::InvalidFloat { .. } => "InvalidFloat",
             Error::Overflow { .. } => "Overflow",
             Error::Unsupported { .. } => "Unsupported",
             Error::StaleTensor => "StaleTensor",
@@ -279,6 +304,42 @@ impl Error {
             Error::Corrupt { .. } => "Corrupt",
             Error::NonFinite { .. } => "NonFinite",
         }
+    }
+}
+
+/// An `f32` carried by an error ([`Error::InvalidFloat`]): compared bit for bit, so
+/// that `Error` stays `Eq` (a NaN equals the same NaN), and printed as the float,
+/// `NaN` included.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Real(u32);
+
+impl Real {
+    /// The value `v`.
+    pub fn new(v: f32) -> Self {
+        Real(v.to_bits())
+    }
+
+    /// The value.
+    pub fn get(self) -> f32 {
+        f32::from_bits(self.0)
+    }
+}
+
+impl From<f32> for Real {
+    fn from(v: f32) -> Self {
+        Real::new(v)
+    }
+}
+
+impl fmt::Debug for Real {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.get(), f)
+    }
+}
+
+impl fmt::Display for Real {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.get(), f)
     }
 }
 
@@ -408,6 +469,25 @@ mod tests {
             e("element count").to_string(),
             "op: element count: expected 16, found 8"
         );
+    }
+
+    #[test]
+    fn a_float_parameter_is_printed_as_given_nan_included() {
+        let e = |v: f32| Error::InvalidFloat {
+            op: "batch_norm",
+            what: "eps must be finite and positive",
+            value: Real::new(v),
+        };
+        assert_eq!(
+            e(f32::NAN).to_string(),
+            "batch_norm: eps must be finite and positive (got NaN)"
+        );
+        assert_eq!(
+            e(-0.5).to_string(),
+            "batch_norm: eps must be finite and positive (got -0.5)"
+        );
+        assert_eq!(e(f32::NAN), e(f32::NAN));
+        assert_ne!(e(0.0), e(-0.0));
     }
 
     #[test]

@@ -103,7 +103,7 @@ pub mod schedule;
 pub mod summary;
 
 pub use arena::Arena;
-pub use error::{Error, Phase, Result};
+pub use error::{Error, Phase, Real, Result};
 pub use fixed::Q16;
 pub use graph::{Graph, NoGrad, Tensor, TraceEvent, TraceFn};
 pub use ops::batch_norm::BatchNormParams;

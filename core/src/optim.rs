@@ -172,6 +172,39 @@ fn param_elems<S: Scalar, const N: usize>(g: &Graph<'_, S, N>) -> usize {
     g.param_spans().map(|(_, d, _)| d.len).sum()
 }
 
+/// Refuses `v` unless `ok` (a hyperparameter out of its domain, NaN included).
+pub(crate) fn hyper(op: &'static str, what: &'static str, v: f32, ok: bool) -> Result<()> {
+    match ok && !v.is_nan() {
+        true => Ok(()),
+        false => Err(Error::float(op, what, v)),
+    }
+}
+
+/// A learning rate and a weight decay must be finite and at least 0, as PyTorch's
+/// optimizers require (and NaN is refused too).
+pub(crate) fn check_lr_decay(op: &'static str, lr: f32, weight_decay: f32) -> Result<()> {
+    hyper(
+        op,
+        "learning rate must be finite and at least 0",
+        lr,
+        lr.is_finite() && lr >= 0.0,
+    )?;
+    let wd = weight_decay;
+    hyper(
+        op,
+        "weight decay must be finite and at least 0",
+        wd,
+        wd.is_finite() && wd >= 0.0,
+    )
+}
+
+/// SGD's hyperparameters: [`check_lr_decay`], and a momentum in `[0, 1)`.
+fn check_sgd(op: &'static str, lr: f32, momentum: f32, weight_decay: f32) -> Result<()> {
+    check_lr_decay(op, lr, weight_decay)?;
+    let m = momentum;
+    hyper(op, "momentum must be in [0, 1)", m, (0.0..1.0).contains(&m))
+}
+
 /// Counts an update's work ([`Graph::macs`]): the elements of every parameter that has
 /// a gradient buffer (fused SGD counts its updates during backward), in a meta graph too.
 fn count_update<S: Scalar, const N: usize>(g: &mut Graph<'_, S, N>) {
@@ -225,6 +258,7 @@ impl Sgd {
         momentum: f32,
         weight_decay: f32,
     ) -> Result<Self> {
+        check_sgd("Sgd::new", lr, momentum, weight_decay)?;
         let elems = param_elems(g);
         let velocity = if momentum != 0.0 {
             Some(g.alloc_state("sgd", elems)?)
@@ -259,6 +293,7 @@ impl Sgd {
     /// written then, parameters and momentum stay bit for bit as they were.
     pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<StepReport> {
         check_state("Sgd::step", self.elems, param_elems(g))?;
+        check_sgd("Sgd::step", self.lr, self.momentum, self.weight_decay)?;
         count_update(g);
         if g.is_meta() {
             return Ok(StepReport::default());

@@ -308,8 +308,9 @@ where
     /// The input size to use for an `h x w` sample in `budget` bytes: `h x w` itself
     /// when its training step fits, otherwise the largest `th x tw` with `th < h` and
     /// `tw = round(w * th / h)` (the sample's aspect ratio, at least 1) that fits, or
-    /// why no valid size does. Bisection over `th`, after a scan up from 1 past the
-    /// sizes too small to be valid inputs (their plans are errors).
+    /// why no valid size does. Logarithmic in `h`: the smallest valid `th` by doubling
+    /// and bisection (sizes too small to be valid inputs plan to errors), then the
+    /// largest fitting one by bisection.
     pub fn largest_within(
         &self,
         budget: usize,
@@ -326,21 +327,16 @@ where
         };
         let overflow = NoFit::Invalid(Error::Overflow { op: "largest_within" });
         let fits = |th: usize| size(th).is_some_and(|(a, b)| self.fits(a, b, budget));
-        // The smallest valid size: below it plans are errors; at or above it they are
-        // plans, and the first one that does not fit ends the search.
-        let mut lo = 1;
-        loop {
-            if lo >= h {
-                return Err(self.no_fit(full, (h, w), budget));
-            }
-            let (a, b) = size(lo).ok_or(overflow)?;
-            match self.plan(a, b) {
-                Ok(p) if p.step_bytes <= budget => break,
-                p @ Ok(_) => return Err(self.no_fit(p, (a, b), budget)),
-                Err(_) => lo += 1,
-            }
+        // The smallest valid size below `h`; none: `h x w`'s own answer.
+        let at = |th: usize| size(th).map(|(a, b)| self.plan(a, b));
+        let Some((lo, p)) = smallest_valid(h.saturating_sub(1), at).ok() else {
+            return Err(self.no_fit(full, (h, w), budget));
+        };
+        let small = size(lo).ok_or(overflow)?;
+        if p.step_bytes > budget {
+            return Err(self.no_fit(Ok(p), small, budget));
         }
-        let mut hi = h; // does not fit (checked first)
+        let (mut lo, mut hi) = (lo, h); // fits, does not fit (checked first)
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
             if fits(mid) {
@@ -353,7 +349,9 @@ where
     }
 
     /// The largest `k * aspect[0] x k * aspect[1]` input whose training step fits in
-    /// `budget` bytes, or why even the smallest valid one does not.
+    /// `budget` bytes (`k` at most [`MAX_SCALE`]), or why even the smallest valid one
+    /// does not. Logarithmic: the smallest valid `k` by doubling and bisection, then
+    /// doubling and bisection for the largest that fits.
     pub fn largest_scaled(
         &self,
         budget: usize,
@@ -361,29 +359,19 @@ where
     ) -> core::result::Result<(usize, usize), NoFit> {
         let size = |k: usize| Some((k.checked_mul(aspect[0])?, k.checked_mul(aspect[1])?));
         let fits = |k: usize| size(k).is_some_and(|(h, w)| self.fits(h, w, budget));
-        // Find a fitting scale: below the smallest valid input, plans are errors.
-        let mut k = 1usize;
-        let lo = loop {
-            let Some((h, w)) = size(k) else {
-                return Err(NoFit::Invalid(Error::Overflow { op: "largest_scaled" }));
-            };
-            match self.plan(h, w) {
-                Ok(p) if p.step_bytes <= budget => break k,
-                p @ Ok(_) => return Err(self.no_fit(p, (h, w), budget)),
-                Err(e) => match k.checked_mul(2) {
-                    Some(next) => k = next,
-                    None => return Err(NoFit::Invalid(e)),
-                },
-            }
-        };
-        // Double until it no longer fits, then bisect between the two.
+        let at = |k: usize| size(k).map(|(h, w)| self.plan(h, w));
+        let (lo, p) = smallest_valid(MAX_SCALE, at).map_err(NoFit::Invalid)?;
+        if p.step_bytes > budget {
+            return Err(self.no_fit(Ok(p), size(lo).unwrap_or((0, 0)), budget));
+        }
+        // Double until it no longer fits (or the cap), then bisect between the two.
         let (mut lo, mut hi) = (lo, lo);
         while fits(hi) {
             lo = hi;
-            hi = match hi.checked_mul(2) {
-                Some(h2) => h2,
-                None => break,
-            };
+            if hi == MAX_SCALE {
+                return Ok(size(hi).unwrap_or((0, 0)));
+            }
+            hi = hi.saturating_mul(2).min(MAX_SCALE);
         }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
@@ -395,4 +383,47 @@ where
         }
         Ok(size(lo).unwrap_or((0, 0)))
     }
+}
+
+/// The largest scale [`Planner::largest_scaled`] tries (a side of 16,777,216 pixels
+/// times the aspect): searches stay within `2 * 24` plans each way.
+pub const MAX_SCALE: usize = 1 << 24;
+
+/// The smallest `k` in `1..=max` whose plan (`at(k)`; `None` when the size overflows)
+/// is a plan rather than an error, with that plan, found by doubling then bisection
+/// (a size at or above the smallest valid one is valid: larger inputs pass every
+/// kernel and window check a smaller one passes); or the error of the largest size
+/// tried when none is.
+fn smallest_valid(
+    max: usize,
+    at: impl Fn(usize) -> Option<Result<Plan>>,
+) -> core::result::Result<(usize, Plan), Error> {
+    let plan = |k: usize| at(k).unwrap_or(Err(Error::Overflow { op: "planner" }));
+    let mut bad = 0; // the largest size known to be invalid (0: none yet)
+    let mut k = 1;
+    if max == 0 {
+        return Err(Error::InvalidParam {
+            op: "planner",
+            what: "no size to search below",
+            value: 0,
+        });
+    }
+    let (mut good, mut best) = loop {
+        match plan(k) {
+            Ok(p) => break (k, p),
+            Err(e) if k >= max => return Err(e),
+            Err(_) => {
+                bad = k;
+                k = k.saturating_mul(2).min(max);
+            }
+        }
+    };
+    while good - bad > 1 {
+        let mid = bad + (good - bad) / 2;
+        match plan(mid) {
+            Ok(p) => (good, best) = (mid, p),
+            Err(_) => bad = mid,
+        }
+    }
+    Ok((good, best))
 }

@@ -477,11 +477,16 @@ fn hand_made_files_with_a_valid_checksum_but_bad_content_name_the_place() {
             "input 0 \"x\": corrupt data: model: input dim kind is neither fixed (0) nor free (1)",
         ),
         (
+            // More records than a graph's tape can index: refused before any is read.
             file([u32::MAX, 0, 0], &[], &[r(1, 0)]),
-            "input 0: corrupt data: model: record runs past the end or has non-zero reserved bytes",
+            "model file: corrupt data: model: more inputs, tensors and nodes than a graph's tape holds (65,534 records)",
         ),
         (
             file([0, 0, u32::MAX], &[], &[r(1, 0)]),
+            "model file: corrupt data: model: more inputs, tensors and nodes than a graph's tape holds (65,534 records)",
+        ),
+        (
+            file([0, 0, 65_534], &[], &[r(1, 0)]),
             "node 0: corrupt data: model: record runs past the end or has non-zero reserved bytes",
         ),
     ];

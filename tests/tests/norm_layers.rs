@@ -310,7 +310,7 @@ fn dropout_masks_are_seeded_reproducible_and_reused_by_backward() {
     let tape = g.tape_len();
     for p in [-0.1, 1.5, f32::NAN] {
         assert!(
-            matches!(g.dropout(x, p, true), Err(Error::InvalidParam { .. })),
+            matches!(g.dropout(x, p, true), Err(Error::InvalidFloat { .. })),
             "{p}"
         );
     }
@@ -417,7 +417,7 @@ fn dropout_and_scalar_ops_by_name_match_central_differences_and_q16() {
     }
     let mut bad = cases[0].clone();
     bad.params.insert("p".into(), serde_json::json!(2.0));
-    assert_eq!(run_case(&bad).error.unwrap().kind, "InvalidParam");
+    assert_eq!(run_case(&bad).error.unwrap().kind, "InvalidFloat");
 }
 
 /// Q16 batch norm on a large channel (thousands of values) stays close to f32: the

@@ -5,6 +5,7 @@
 use super::error::{ModelResult, Site};
 use super::file::{Attr, ModelFile};
 use super::format::*;
+use super::limits;
 use super::spec::{AttrValue, GraphSpec, InputSpec, Int8Spec, NodeSpec, TensorSpec};
 use super::{DimSpec, TensorKind, ValueRef};
 use crate::error::Error;
@@ -52,6 +53,14 @@ pub fn check_spec(spec: &GraphSpec) -> ModelResult<'_, ()> {
     if spec.outputs.is_empty() {
         return Err(file.error(bad(NO_OUTPUT, 0)));
     }
+    fits(ni + nt + nn, MAX_RECORDS, TOO_MANY_RECORDS).map_err(|e| file.error(e))?;
+    let mut seen = std::collections::HashSet::new();
+    for (index, t) in spec.tensors.iter().enumerate() {
+        if !seen.insert(t.name.as_str()) {
+            return Err(Site::Tensor { index, name: &t.name }.error(bad(DUP_TENSOR, index)));
+        }
+    }
+
     for (index, inp) in spec.inputs.iter().enumerate() {
         let site = Site::Input {
             index,
@@ -122,6 +131,7 @@ pub fn check_spec(spec: &GraphSpec) -> ModelResult<'_, ()> {
             if n.attrs[..k].iter().any(|(m, _)| m == name) {
                 return Err(at(bad(DUP_ATTR, k)));
             }
+            check_limits(name, v).map_err(at)?;
             let len = value_bytes(v).len();
             fits(len, u32::MAX as usize, "model: attribute value longer than 4 GiB").map_err(at)?;
         }
@@ -147,6 +157,17 @@ fn check_int8(t: &TensorSpec, q: &Int8Spec, numel: usize) -> Result<(), Error> {
     match q.scales.iter().position(|s| !s.is_finite()) {
         Some(k) => Err(bad(INT8_SCALE, k)),
         None => Ok(()),
+    }
+}
+
+/// [`limits::check`] of attribute `name` with value `v`.
+fn check_limits(name: &str, v: &AttrValue) -> Result<(), Error> {
+    match v {
+        AttrValue::Int(i) => limits::check(name, limits::Values::Ints(1, &|_| *i)),
+        AttrValue::Ints(l) => limits::check(name, limits::Values::Ints(l.len(), &|k| l[k])),
+        AttrValue::Float(f) => limits::check(name, limits::Values::Floats(1, &|_| *f)),
+        AttrValue::Floats(l) => limits::check(name, limits::Values::Floats(l.len(), &|k| l[k])),
+        AttrValue::Flag(_) | AttrValue::Str(_) => limits::check(name, limits::Values::Other),
     }
 }
 

@@ -5,6 +5,8 @@
 use super::attrs::NodeAttrs;
 use super::error::{ModelResult, Site};
 use super::format::*;
+use super::limits;
+use super::unique::first_duplicate;
 use super::{DimSpec, TensorKind, ValueRef};
 use crate::error::Error;
 use crate::io::crc32;
@@ -223,6 +225,13 @@ impl<'m> ModelFile<'m> {
         if counts[3] == 0 {
             return Err(file.corrupt(NO_OUTPUT));
         }
+        // Every input, tensor and node is a record of the graph that runs the model:
+        // a file with more than a tape can hold cannot run (and would make the
+        // duplicate-name checks below slow).
+        let records = counts[..3].iter().try_fold(0usize, |a, &c| a.checked_add(c));
+        if records.is_none_or(|r| r > MAX_RECORDS) {
+            return Err(file.corrupt(TOO_MANY_RECORDS));
+        }
         let mut f = ModelFile {
             bytes: whole,
             counts,
@@ -240,6 +249,13 @@ impl<'m> ModelFile<'m> {
             off = f.tensor_at(off, k)?.1;
         }
         f.nodes_at = off;
+        // Tensor names are what weights are saved and loaded by: one each. (Node names
+        // are labels: the importer gives every node made from one ONNX node its name.)
+        let names = |r: (TensorRecord<'m>, usize)| (r.0.name, r.1);
+        let tensor_names = |o| f.tensor_at(o, 0).ok().map(names);
+        if let Some((index, name)) = first_duplicate(counts[1], f.tensors_at, tensor_names) {
+            return Err(Site::Tensor { index, name }.corrupt(DUP_TENSOR));
+        }
         for k in 0..counts[2] {
             off = f.node_at(off, k, true)?.1;
         }
@@ -470,6 +486,11 @@ impl<'m> ModelFile<'m> {
         }
         let (attrs, next) =
             NodeAttrs::walk(body, attrs_at, n_attr, check).map_err(|why| site.corrupt(why))?;
+        if check {
+            for a in attrs.iter() {
+                limits::check_attr(a.name, a.value).map_err(|e| site.error(e))?;
+            }
+        }
         Ok((
             NodeRecord {
                 index,

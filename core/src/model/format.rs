@@ -58,6 +58,12 @@ pub(crate) const UNKNOWN_OP: &str = "model: unknown op name (not in OpSpec::ALL)
 pub(crate) const TOO_MANY_INPUTS: &str = "model: node has more inputs than its op takes";
 pub(crate) const BAD_ATTR: &str = "model: malformed attribute (type, length or value)";
 pub(crate) const DUP_ATTR: &str = "model: attribute given twice";
+pub(crate) const DUP_TENSOR: &str = "model: two tensors have this name";
+pub(crate) const TOO_MANY_RECORDS: &str =
+    "model: more inputs, tensors and nodes than a graph's tape holds (65,534 records)";
+/// Inputs, tensors and nodes a file may have: the records a [`crate::Graph`]'s
+/// tape can index.
+pub(crate) const MAX_RECORDS: usize = u16::MAX as usize - 1;
 pub(crate) const NO_OUTPUT: &str = "model: the model has no output";
 pub(crate) const BAD_END: &str = "model: records do not end where the outputs end";
 /// `InvalidParam` `what` for an unknown version.

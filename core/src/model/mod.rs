@@ -81,10 +81,12 @@ mod file;
 mod format;
 mod in_place;
 mod int8;
+mod limits;
 mod run;
 mod save;
 #[cfg(feature = "std")]
 pub mod spec;
+mod unique;
 
 pub use attrs::{List, NodeAttrs};
 pub use choice::{name_matches, Trained};

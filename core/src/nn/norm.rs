@@ -234,11 +234,7 @@ impl Dropout {
     /// `nn.Dropout(p)`; `p` must be in `[0, 1]`.
     pub fn new(p: f32) -> Result<Self> {
         if !(0.0..=1.0).contains(&p) {
-            return Err(Error::InvalidParam {
-                op: "Dropout",
-                what: "p must be a probability in [0, 1]",
-                value: p as i64,
-            });
+            return Err(Error::float("Dropout", "p must be a probability in [0, 1]", p));
         }
         Ok(Dropout { p })
     }

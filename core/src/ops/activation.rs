@@ -100,6 +100,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
 
     /// `x` where positive, `slope * x` elsewhere (NaN propagates).
     pub fn leaky_relu(&mut self, x: Tensor, negative_slope: f32) -> Result<Tensor> {
+        if !negative_slope.is_finite() {
+            let what = "negative_slope must be finite";
+            return Err(Error::float("leaky_relu", what, negative_slope));
+        }
         let a = S::from_f32(negative_slope);
         let mut slope = NO_PARAMS;
         [slope[0], slope[1]] = f32_words(negative_slope);

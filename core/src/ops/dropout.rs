@@ -49,11 +49,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let xi = self.id(x)?;
         non_negative_real(OP, "p must be a probability in [0, 1]", p)?;
         if p > 1.0 {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "p must be a probability in [0, 1]",
-                value: p as i64,
-            });
+            return Err(Error::float(OP, "p must be a probability in [0, 1]", p));
         }
         if !training || p == 0.0 {
             return Ok(x);

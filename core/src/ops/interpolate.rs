@@ -128,13 +128,18 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             // floor(input * scale), the scale then exact for integer factors.
             for (k, d) in size.iter_mut().enumerate() {
                 let f = a.float_at("scale_factor", k)?.or(a.float_at("scale_factor", 0)?);
-                let f = f
-                    .filter(|f| f.is_finite() && *f > 0.0)
-                    .ok_or(Error::InvalidParam {
-                        op: OP,
-                        what: "size or a positive scale_factor is required",
-                        value: k as i64,
-                    })?;
+                let what = "size or a finite, positive scale_factor is required";
+                let f = match f {
+                    Some(f) if f.is_finite() && f > 0.0 => f,
+                    Some(f) => return Err(Error::float(OP, what, f as f32)),
+                    None => {
+                        return Err(Error::InvalidParam {
+                            op: OP,
+                            what,
+                            value: k as i64,
+                        })
+                    }
+                };
                 *d = (s.dim(2 + k) as f64 * f) as usize; // f > 0: truncation is floor
             }
         }

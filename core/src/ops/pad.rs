@@ -94,6 +94,15 @@ pub(crate) fn geometry(x: Shape, p: &PadParams) -> Result<PadGeom> {
             found: 0,
         });
     }
+    // What the record keeps (a signed half-word each), with or without gradients: a
+    // pad that runs without them cannot be refused when they are on.
+    if let Some(&v) = p.pad.iter().find(|&&v| i16::try_from(v).is_err()) {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "each pad must be in -32768..=32767; pad",
+            value: v as i64,
+        });
+    }
     let [l, r, t, b] = p.pad;
     let (h, w) = (x.dim(2), x.dim(3));
     Ok(PadGeom {

@@ -24,12 +24,11 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// `x * scale + shift` element-wise (both finite).
     pub fn affine_scalar(&mut self, x: Tensor, scale: f32, shift: f32) -> Result<Tensor> {
         let xi = self.id(x)?;
-        if !scale.is_finite() || !shift.is_finite() {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "scale and shift must be finite; non-finite one (0 scale, 1 shift)",
-                value: scale.is_finite() as i64,
-            });
+        if !scale.is_finite() {
+            return Err(Error::float(OP, "scale must be finite", scale));
+        }
+        if !shift.is_finite() {
+            return Err(Error::float(OP, "shift must be finite", shift));
         }
         let xn = self.nodes[xi];
         let rg = self.needs_grad(&[Some(xi)]);

@@ -2,7 +2,7 @@
 
 #[cfg(doc)]
 use super::Sgd;
-use super::{check_state, count_update, non_finite, param_elems, StepReport};
+use super::{check_lr_decay, check_state, count_update, hyper, non_finite, param_elems, StepReport};
 use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::graph::{first_non_finite, Graph};
@@ -31,6 +31,7 @@ pub struct Adam {
 impl Adam {
     /// Creates the optimizer and its two moment buffers.
     pub fn new<S: Scalar, const N: usize>(g: &mut Graph<'_, S, N>, lr: f32) -> Result<Self> {
+        check_lr_decay("Adam::new", lr, 0.0)?;
         let elems = param_elems(g);
         let both = elems.checked_mul(2).ok_or(Error::Overflow { op: "Adam::new" })?;
         Ok(Adam {
@@ -43,6 +44,18 @@ impl Adam {
             t: 0,
             grad_scale: 1.0,
         })
+    }
+
+    /// Refuses hyperparameters out of their domain (as `torch.optim.Adam`, NaN too):
+    /// a learning rate or weight decay below 0, betas outside `[0, 1)`, an `eps` that
+    /// is not positive; the fields are public, so every step checks them.
+    fn check(&self, op: &'static str) -> Result<()> {
+        check_lr_decay(op, self.lr, self.weight_decay)?;
+        let (b1, b2) = self.betas;
+        hyper(op, "beta 1 must be in [0, 1)", b1, (0.0..1.0).contains(&b1))?;
+        hyper(op, "beta 2 must be in [0, 1)", b2, (0.0..1.0).contains(&b2))?;
+        let e = self.eps;
+        hyper(op, "eps must be finite and above 0", e, e.is_finite() && e > 0.0)
     }
 
     /// Loss scaling, as [`Sgd::with_grad_scale`]: the caller seeded `backward` with
@@ -62,6 +75,7 @@ impl Adam {
     /// step count stay as they were).
     pub fn step<S: Scalar, const N: usize>(&mut self, g: &mut Graph<'_, S, N>) -> Result<StepReport> {
         check_state("Adam::step", self.elems, param_elems(g))?;
+        self.check("Adam::step")?;
         count_update(g);
         if g.is_meta() {
             return Ok(StepReport::default());

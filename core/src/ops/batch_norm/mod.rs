@@ -121,11 +121,7 @@ pub(crate) fn non_negative_real(op: &'static str, what: &'static str, v: f32) ->
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(Error::InvalidParam {
-            op,
-            what,
-            value: v as i64,
-        })
+        Err(Error::float(op, what, v))
     }
 }
 
@@ -196,11 +192,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         }
         non_negative_real(OP, "eps must be finite and at least 0", p.eps)?;
         if !p.momentum.is_finite() {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "momentum must be finite",
-                value: 0,
-            });
+            return Err(Error::float(OP, "momentum must be finite", p.momentum));
         }
         let running = match (mi, vi) {
             (Some(m), Some(v)) => Some((self.nodes[m].data, self.nodes[v].data)),

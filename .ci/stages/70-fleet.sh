@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The fleet (issue 42): torchlet-fleet's tests (objects, ids and a signature made by flwr
-# 1.42.0 itself; the CLI's fleet round), the wasm32 build of its message code, then two
+# The fleet (issue 42): the wasm32 build of torchlet-fleet's message code, then two
 # end-to-end runs against a stock flwr 1.42.0 SuperLink and FedAvg ServerApp on 127.0.0.1
 # (tests/fleet/e2e.sh: the library's example node, then `torchlet fleet join` with W2 on
 # MNIST shards). flwr is installed into a venv under ~/.cache/torchlet-tools when missing.
@@ -15,12 +14,10 @@ if ! "$VENV/bin/python" -c 'import flwr, numpy, safetensors; assert flwr.__versi
     "$VENV/bin/pip" install -q flwr==1.42.0 numpy safetensors
 fi
 
-echo "--- torchlet-fleet: fmt, clippy, tests, wasm32 build of the message code"
-cargo fmt -p torchlet-fleet -- --check
-cargo clippy -p torchlet-fleet --all-targets --profile ci -q -- -D warnings
-cargo clippy -p torchlet-fleet --no-default-features --profile ci -q -- -D warnings
-cargo test -p torchlet-fleet --profile ci -q
-cargo test -p torchlet-cli --profile ci -q fleet::
+# fmt, clippy and the unit tests of torchlet-fleet and the CLI's fleet round run with the
+# workspace in the core stage; here the I/O-free build (wasm32) and the runs.
+echo "--- torchlet-fleet without its HTTP client: clippy, and the wasm32 build of the message code"
+cargo clippy -p torchlet-fleet --no-default-features -q -- -D warnings
 cargo build -p torchlet-fleet --target wasm32-unknown-unknown --no-default-features --profile ci -q
 
 echo "--- end to end against a stock SuperLink"

@@ -386,3 +386,71 @@ fn a_state_dict_with_two_tensors_of_one_name_is_refused_naming_it() {
         "exportSafetensors: two tensors are named \"a.weight\"; a state_dict holds one tensor per name"
     );
 }
+
+#[wasm_bindgen_test]
+fn a_model_with_no_parameters_loads_predicts_and_plans_and_only_training_is_refused() {
+    use torchlet::model::spec::{AttrValue, GraphSpec, InputSpec, NodeSpec};
+    use torchlet::model::{encode, DimSpec, ValueRef};
+    // A lone softmax as a model file (what `torchlet convert` makes of one), and an
+    // average pool as layers.
+    let spec = GraphSpec {
+        inputs: vec![InputSpec {
+            name: "x".into(),
+            dims: vec![DimSpec::Free { min: 1 }, DimSpec::Fixed(3)],
+        }],
+        tensors: vec![],
+        nodes: vec![NodeSpec {
+            op: "softmax".into(),
+            name: "/Softmax".into(),
+            inputs: vec![Some(ValueRef::Input(0))],
+            attrs: vec![("dim".into(), AttrValue::Int(1))],
+        }],
+        outputs: vec![ValueRef::Node(0)],
+    };
+    let mut soft = Model::load(encode(&spec).unwrap(), 0.05, 0.9, 0.0, None).unwrap();
+    let p = soft
+        .predict(&[0.0, 0.0, 0.0, 1.0, 1.0, 1.0], 2.0, 1.0, 1.0)
+        .unwrap();
+    assert!(p.iter().all(|v| (v - 1.0 / 3.0).abs() < 1e-6), "{p:?}");
+    let plan = soft.plan(2.0, 1.0, 1.0).unwrap();
+    assert_eq!(plan.train_bytes(), 0.0, "nothing to train");
+    assert!(plan.infer_bytes() > 0.0);
+    assert_eq!(plan.layers().len(), 1);
+    let mut pool = Model::from_layers(
+        r#"[{"type":"avg_pool2d","kernel_size":2},{"type":"flatten"}]"#,
+        1.0,
+        0.0,
+        0.05,
+        0.9,
+        0.0,
+    )
+    .unwrap();
+    assert_eq!(pool.num_parameters(), 0.0);
+    assert_eq!(pool.predict(&[1.0; 16], 1.0, 4.0, 4.0).unwrap().len(), 4);
+    let plan = pool.plan(1.0, 4.0, 4.0).unwrap();
+    assert_eq!((plan.train_bytes(), plan.layers().len()), (0.0, 2));
+    let mut img = [0.0f32; 16];
+    img[..2].copy_from_slice(&[9.0, 9.0]); // the top-left window: class 0
+    assert_eq!(pool.evaluate(&img, 1.0, 4.0, 4.0, &[0.0]).unwrap(), 1.0);
+    for m in [&mut soft, &mut pool] {
+        let e = refused(m.train_step(&[1.0; 16], 1.0, 4.0, 4.0, &[0.0]));
+        assert!(e.starts_with("trainStep: nothing to train"), "{e}");
+    }
+}
+
+#[wasm_bindgen_test]
+fn a_step_over_max_macs_is_refused_before_it_starts() {
+    let mut m = Model::w1(0.0, 0.05, 0.9, 0.0).unwrap();
+    let plan = Model::plan_w1(0.9, 1.0, 28.0, 28.0).unwrap();
+    assert!(plan.train_macs() > plan.infer_macs() && plan.infer_macs() > 400_000.0);
+    m.set_max_macs(plan.train_macs() - 1.0).unwrap();
+    let e = refused(m.train_step(&[0.5; 784], 1.0, 28.0, 28.0, &[3.0]));
+    assert!(
+        e.starts_with("a training step at [1, 1, 28, 28] takes ") && e.contains("more than maxMacs"),
+        "{e}"
+    );
+    assert_eq!(m.steps(), 0.0);
+    m.predict(&[0.5; 784], 1.0, 28.0, 28.0).unwrap();
+    m.set_max_macs(plan.train_macs()).unwrap();
+    still_trains(&mut m);
+}

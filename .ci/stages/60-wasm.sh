@@ -33,6 +33,9 @@ grep -q "test result: ok. [1-9]" "$out/bindings.log"
 echo "--- npm package (wasm-pack: web + simd128, web without simd128, nodejs)"
 ./build.sh
 
+echo "--- npm API fuzzing in node: seeded calls with hostile numbers, wrong arrays, mutated models"
+node fuzz/npm-fuzz.cjs target/pkg/node --seed 1 --calls 3000 --seconds 60 --out "$out/npm-fuzz"
+
 echo "--- npm pack: contents"
 (cd target/pkg/npm && npm pack --json --pack-destination "$out" 2>/dev/null) >"$out/pack.json"
 node - "$out/pack.json" npm/package.json <<'JS'

@@ -3,6 +3,8 @@
 //!
 //! - plans the arena per input size with the meta graph (once per size, in a table),
 //!   takes exactly the largest plan from the heap, and allocates nothing afterwards;
+//!   a model whose largest step does not fit the heap's free bytes is refused first
+//!   ([`Error::ArenaExhausted`], logged, exit status 2), not left to a failed allocation;
 //! - fine-tunes (batch 1, SGD with momentum) on real digits cropped to their ink's
 //!   bounding box at their native, varying sizes, logging loss, instructions and the
 //!   arena's real high-water mark per step;
@@ -18,7 +20,7 @@ use crate::counter;
 use crate::heap::CountingHeap;
 use crate::w1::{plan_step_with, Model, Net, Recipe};
 use heapless::Vec;
-use torchlet::{Error, Graph};
+use torchlet::{Error, Graph, Phase};
 
 /// What a program fine-tunes with and how much it must gain.
 #[derive(Clone, Copy)]
@@ -127,7 +129,9 @@ pub fn run<M: Net, const N: usize>(
         plan_instr / sizes.max(1) as u64
     );
 
-    // The one allocation: the arena, as large as the plan says.
+    // The one allocation: the arena, as large as the plan says, once the heap is known
+    // to hold it: a model whose largest step does not fit is refused, naming both.
+    heap_holds(heap, largest)?;
     let arena = take_arena(largest / 4);
     let ok = train(arena, &samples, &plans, s, build, loaded)?;
     defmt::info!(
@@ -136,6 +140,29 @@ pub fn run<M: Net, const N: usize>(
         heap.used()
     );
     Ok(ok && heap.allocations() == allocations_before + 1)
+}
+
+/// Refuses an arena of `bytes` that the heap's free bytes cannot hold (the allocator
+/// rounds a block up to 8 bytes), instead of failing to allocate it; in its own frame,
+/// so that `run`'s stays as it was.
+#[inline(never)]
+fn heap_holds(heap: &CountingHeap, bytes: usize) -> Result<(), Error> {
+    let available = heap.free();
+    if bytes.next_multiple_of(8) <= available {
+        return Ok(());
+    }
+    defmt::error!(
+        "arena: the largest step needs {=usize} bytes, the heap has {=usize} bytes free",
+        bytes,
+        available
+    );
+    Err(Error::ArenaExhausted {
+        needed: bytes,
+        available,
+        op: "",
+        phase: Phase::Setup,
+        step_bytes: Some(bytes),
+    })
 }
 
 /// The fine-tuning on the real graph, in its own frame (not live while planning).

@@ -39,6 +39,11 @@ impl CountingHeap {
     pub fn used(&self) -> usize {
         self.heap.used()
     }
+
+    /// Bytes free.
+    pub fn free(&self) -> usize {
+        self.heap.free()
+    }
 }
 
 // SAFETY: forwards to LlffHeap, which is a correct allocator; the counter is a side effect.

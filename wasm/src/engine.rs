@@ -3,13 +3,14 @@
 //! `plan::Planner`. Every call validates through the engine and ends its step whatever
 //! happened, so an error leaves the model usable.
 
+use crate::limits::{self, Cost, Costs};
 use crate::owned::{OwnedGraph, TAPE};
 use crate::spec::{layer_name, NetSpec, SpecError, MAX_LAYERS};
 use core::cell::RefCell;
 use torchlet::init::Rng;
 use torchlet::nn::Sequential;
 use torchlet::optim::Sgd;
-use torchlet::plan::Planner;
+use torchlet::plan::{Plan as CorePlan, Planner};
 use torchlet::{io, Error, Graph};
 
 /// Arena size when the caller passes 0: the plan of a batch of this many 28x28 images.
@@ -35,6 +36,42 @@ pub struct Plan {
     pub persistent_bytes: usize,
     /// Output of every layer, in order.
     pub layers: Vec<PlannedLayer>,
+    /// Multiply-accumulates of a training step (0 when nothing trains).
+    pub train_macs: u64,
+    /// Multiply-accumulates of a prediction.
+    pub infer_macs: u64,
+    /// Whether the model has something to train (else only the prediction was
+    /// planned: `train_bytes` and `train_macs` are 0).
+    pub trains: bool,
+}
+
+impl Plan {
+    /// The arena this plan asks for: a training step's, or a prediction's when the
+    /// model has nothing to train.
+    pub fn arena_bytes(&self) -> usize {
+        if self.trains {
+            self.train_bytes
+        } else {
+            self.infer_bytes
+        }
+    }
+
+    /// What a training step (`training`) or a prediction costs, for
+    /// [`limits::check_step`].
+    pub fn cost(&self, training: bool) -> Cost {
+        match training {
+            true => Cost {
+                bytes: self.train_bytes,
+                macs: self.train_macs,
+                trains: self.trains,
+            },
+            false => Cost {
+                bytes: self.infer_bytes,
+                macs: self.infer_macs,
+                trains: self.trains,
+            },
+        }
+    }
 }
 
 /// The engine's layers for `spec`, parameters created in `g` from `Rng::new(seed)`.
@@ -50,12 +87,67 @@ fn build<const N: usize>(
     Ok(seq)
 }
 
+/// Which passes a plan runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passes {
+    /// The training step and the prediction; a model with nothing to train gets the
+    /// prediction alone ([`Plan::trains`] false, the training fields 0).
+    Both,
+    /// The prediction alone (what `predict` needs: a size that cannot train, such as
+    /// batch norm on one value per channel, may still predict).
+    Inference,
+}
+
+/// The plan of `planner`'s passes as `passes` asks: the training step and the
+/// prediction, or the prediction alone, the latter also when the planner says there
+/// is nothing to train (and `refused`, a failure the closures noted, is not set).
+pub(crate) fn run_planner(
+    passes: Passes,
+    refused: impl Fn() -> bool,
+    full: impl FnOnce() -> Result<CorePlan, Error>,
+    inference: impl FnOnce() -> Result<CorePlan, Error>,
+) -> Result<(CorePlan, bool), Error> {
+    if passes == Passes::Inference {
+        return Ok((inference()?, false));
+    }
+    match full() {
+        Err(Error::NoGradient { .. }) if !refused() => Ok((inference()?, false)),
+        r => Ok((r?, true)),
+    }
+}
+
+impl Plan {
+    /// Our plan from the planner's (`trains`: whether its training fields count).
+    pub(crate) fn from_core(p: CorePlan, trains: bool, layers: Vec<PlannedLayer>) -> Plan {
+        Plan {
+            train_bytes: if trains { p.step_bytes } else { 0 },
+            infer_bytes: p.inference_bytes,
+            persistent_bytes: p.persistent_bytes,
+            layers,
+            train_macs: if trains { p.macs } else { 0 },
+            infer_macs: p.inference_macs,
+            trains,
+        }
+    }
+}
+
 /// The meta plan of `spec` for a `[batch, C, h, w]` input with SGD of this momentum:
 /// core's [`Planner`] runs the engine's own setup (parameters, SGD state) and step on a
 /// meta graph, so the plan is what [`Engine::train_step`] and [`Engine::predict`]
 /// use. The SGD update itself allocates nothing, so the training step's bytes are
 /// those of forward, loss and backward.
 pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> Result<Plan, SpecError> {
+    plan_passes(spec, momentum, (batch, h, w), Passes::Both)
+}
+
+/// [`plan`] of the passes `passes` asks for.
+pub fn plan_passes(
+    spec: &NetSpec,
+    momentum: f32,
+    (batch, h, w): (usize, usize, usize),
+    passes: Passes,
+) -> Result<Plan, SpecError> {
+    let dims = spec.input_dims(batch, h, w)?;
     // A spec refused for its structure keeps its own error (the planner's closures
     // return the engine's `Error`).
     let refused = RefCell::new(None);
@@ -76,13 +168,13 @@ pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> 
             Sgd::new(g, 0.01, momentum, 0.0)?;
             Ok(model)
         },
-        |g: &mut Graph<'static, f32, TAPE>, model: &Sequential<MAX_LAYERS>, h: usize, w: usize| {
-            let x = g.input(&spec.input_dims(batch, h, w), &[])?;
+        |g: &mut Graph<'static, f32, TAPE>, model: &Sequential<MAX_LAYERS>, _h: usize, _w: usize| {
+            let x = g.input(&dims, &[])?;
             // The planner's inference pass is a prediction: eval mode, the forward alone.
-            g.set_training(g.grad_enabled());
-            if !g.grad_enabled() {
-                return Ok(model.forward(g, x)?);
-            }
+            let training = g.grad_enabled();
+            g.set_training(training);
+            // Each pass records the layers' shapes (the same in both).
+            shapes.borrow_mut().clear();
             let logits = model.forward_with(g, x, |g, l, y| {
                 shapes.borrow_mut().push(PlannedLayer {
                     name: layer_name(l).to_string(),
@@ -90,20 +182,23 @@ pub fn plan(spec: &NetSpec, momentum: f32, batch: usize, h: usize, w: usize) -> 
                 });
                 Ok(())
             })?;
-            g.cross_entropy(logits, &[])
+            match training {
+                true => g.cross_entropy(logits, &[]),
+                false => Ok(logits),
+            }
         },
     );
-    let p = planner.plan(h, w);
+    let r = run_planner(
+        passes,
+        || refused.borrow().is_some(),
+        || planner.plan(h, w),
+        || planner.plan_inference(h, w),
+    );
     if let Some(e) = refused.take() {
         return Err(e);
     }
-    let p = p?;
-    Ok(Plan {
-        train_bytes: p.step_bytes,
-        infer_bytes: p.inference_bytes,
-        persistent_bytes: p.persistent_bytes,
-        layers: shapes.into_inner(),
-    })
+    let (p, trains) = r?;
+    Ok(Plan::from_core(p, trains, shapes.into_inner()))
 }
 
 /// Result of one training step.
@@ -122,6 +217,9 @@ pub struct Engine {
     layers: Sequential<MAX_LAYERS>,
     sgd: Sgd,
     labels: Vec<usize>,
+    costs: Costs,
+    /// Multiply-accumulates a step may take ([`limits::DEFAULT_MAX_MACS`] at first).
+    pub max_macs: u64,
     /// Statistics of the last successful training step.
     pub last: Option<StepStats>,
     /// Training steps taken.
@@ -139,11 +237,11 @@ impl Engine {
         arena_bytes: usize,
     ) -> Result<Self, SpecError> {
         let bytes = if arena_bytes == 0 {
-            plan(&spec, momentum, AUTO_BATCH, 28, 28)?.train_bytes
+            plan(&spec, momentum, AUTO_BATCH, 28, 28)?.arena_bytes()
         } else {
             arena_bytes
         };
-        let mut g = OwnedGraph::new(bytes.div_ceil(4));
+        let mut g = OwnedGraph::new(bytes.div_ceil(4)).map_err(SpecError::Refused)?;
         let built = g.with(|g| -> Result<_, SpecError> {
             let layers = build(&spec, g, seed)?;
             let sgd = Sgd::new(g, lr, momentum, 0.0)?;
@@ -156,9 +254,33 @@ impl Engine {
             layers,
             sgd,
             labels: Vec::new(),
+            costs: Costs::default(),
+            max_macs: limits::DEFAULT_MAX_MACS,
             last: None,
             steps: 0,
         })
+    }
+
+    /// Refuses a step at `dims` (`[batch, h, w]` of the call) whose plan does not fit
+    /// the arena or takes more than [`Engine::max_macs`], before it starts.
+    fn check(
+        &mut self,
+        training: bool,
+        dims: &[usize],
+        (batch, h, w): (usize, usize, usize),
+    ) -> Result<(), SpecError> {
+        let key = (training, batch, h, w);
+        let cost = match self.costs.find(key) {
+            Some(c) => c,
+            None => {
+                let passes = if training { Passes::Both } else { Passes::Inference };
+                let c = plan_passes(&self.spec, self.sgd.momentum, (batch, h, w), passes)?.cost(training);
+                self.costs.insert(key, c);
+                c
+            }
+        };
+        let arena = self.g.get().arena().capacity_bytes();
+        limits::check_step(training, dims, cost, arena, self.max_macs).map_err(SpecError::Refused)
     }
 
     /// The network description.
@@ -204,14 +326,15 @@ impl Engine {
         h: usize,
         w: usize,
         labels: &[u32],
-    ) -> Result<StepStats, Error> {
+    ) -> Result<StepStats, SpecError> {
+        let dims = self.spec.input_dims(batch, h, w)?;
+        self.check(true, &dims, (batch, h, w))?;
         self.labels.clear();
         self.labels.extend(labels.iter().map(|&l| l as usize));
-        let dims = self.spec.input_dims(batch, h, w);
         let (layers, sgd, targets) = (&self.layers, &mut self.sgd, &self.labels);
         let r = self.g.with(|g| {
             g.set_training(true);
-            let r = (|| {
+            let r = (|| -> Result<StepStats, Error> {
                 g.zero_grad();
                 let x = g.input(&dims, x)?;
                 let logits = layers.forward(g, x)?;
@@ -232,26 +355,22 @@ impl Engine {
             self.last = Some(s);
             self.steps += 1;
         }
-        r
+        Ok(r?)
     }
 
     /// Class probabilities (softmax of the logits), `[batch, classes]` row-major.
-    pub fn predict(&mut self, x: &[f32], batch: usize, h: usize, w: usize) -> Result<Vec<f32>, Error> {
-        let dims = self.spec.input_dims(batch, h, w);
+    pub fn predict(&mut self, x: &[f32], batch: usize, h: usize, w: usize) -> Result<Vec<f32>, SpecError> {
+        let dims = self.spec.input_dims(batch, h, w)?;
+        self.check(false, &dims, (batch, h, w))?;
         let layers = &self.layers;
         self.g.with(|g| {
             g.set_grad_enabled(false);
             g.set_training(false); // model.eval(): BatchNorm's running statistics, no dropout
-            let r = (|| {
+            let r = (|| -> Result<Vec<f32>, SpecError> {
                 let x = g.input(&dims, x)?;
-                let logits = layers.forward(g, x)?;
+                let logits = layers.forward(g, x).map_err(Error::from)?;
                 let l = g.data(logits)?;
-                let classes = l.len() / batch.max(1);
-                let mut p = Vec::with_capacity(l.len());
-                for row in l.chunks_exact(classes.max(1)) {
-                    softmax_into(row, &mut p);
-                }
-                Ok(p)
+                softmax_rows(l, batch).map_err(SpecError::Refused)
             })();
             g.end_step();
             g.set_grad_enabled(true);
@@ -261,13 +380,15 @@ impl Engine {
 
     /// The parameters in the project's weights format (`torchlet::io`, magic `TLWT`,
     /// CRC-32); W1's records carry their PyTorch-style names (`c1.weight`, ...).
-    pub fn export_weights(&self) -> Result<Vec<u8>, Error> {
+    pub fn export_weights(&self) -> Result<Vec<u8>, SpecError> {
         let g = self.g.get();
         let names: &[&str] = match self.spec {
             NetSpec::W1 => &io::DIGITS_FCN_NAMES,
             NetSpec::Layers { .. } => &[],
         };
-        let mut out = vec![0u8; io::saved_len_named(g, names)?];
+        let len = io::saved_len_named(g, names)?;
+        let mut out = limits::vec_for("exportWeights", len).map_err(SpecError::Refused)?;
+        out.resize(len, 0);
         let n = io::save_named(g, names, &mut out)?;
         out.truncate(n);
         Ok(out)
@@ -289,8 +410,8 @@ impl Engine {
         h: usize,
         w: usize,
         labels: &[u32],
-    ) -> Result<f32, Error> {
-        let per = self.spec.in_channels() * h * w;
+    ) -> Result<f32, SpecError> {
+        let per = limits::product("input", &self.spec.input_dims(1, h, w)?).map_err(SpecError::Refused)?;
         evaluate_by(per, x, count, labels, |img| self.predict(img, 1, h, w))
     }
 }
@@ -346,8 +467,19 @@ fn argmax(row: &[f32]) -> usize {
         .unwrap_or(0)
 }
 
+/// The softmax of each of the `batch` rows of `logits` (a slice of the arena: its
+/// length is the engine's, not a caller's number).
+pub(crate) fn softmax_rows(logits: &[f32], batch: usize) -> Result<Vec<f32>, String> {
+    let classes = (logits.len() / batch.max(1)).max(1);
+    let mut p = limits::vec_for("the probabilities", logits.len())?;
+    for row in logits.chunks_exact(classes) {
+        softmax_into(row, &mut p);
+    }
+    Ok(p)
+}
+
 /// Appends the softmax of one row of logits (around its maximum, in f64).
-pub(crate) fn softmax_into(row: &[f32], out: &mut Vec<f32>) {
+fn softmax_into(row: &[f32], out: &mut Vec<f32>) {
     let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let z: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
     out.extend(row.iter().map(|&v| ((v as f64 - m).exp() / z) as f32));

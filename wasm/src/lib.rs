@@ -10,13 +10,16 @@
 //! - No math lives here: the engine does the work; this file only converts values.
 
 mod engine;
+mod external;
+pub mod limits;
 mod loaded;
 mod owned;
 mod partial;
 mod spec;
 
 pub use engine::{Engine, Plan as EnginePlan, StepStats, AUTO_BATCH};
-pub use loaded::{FileEngine, LoadError, MODEL_TAPE};
+pub use external::External;
+pub use loaded::{safetensors_bytes, FileEngine, LoadError, StateTensor, MODEL_TAPE};
 pub use partial::TrainSet;
 pub use spec::{LayerSpec, NetSpec, SpecError, MAX_LAYERS};
 
@@ -24,6 +27,22 @@ use wasm_bindgen::prelude::*;
 
 fn js_err(e: impl core::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
+}
+
+/// A batch, height or width from JS: a whole number from 1 to 2^32 - 1.
+fn dim(name: &str, v: f64) -> Result<usize, JsError> {
+    limits::size(name, v, 1).map_err(js_err)
+}
+
+/// `[batch, height, width]` of a call.
+fn dims3(batch: f64, height: f64, width: f64) -> Result<(usize, usize, usize), JsError> {
+    Ok((dim("batch", batch)?, dim("height", height)?, dim("width", width)?))
+}
+
+/// SGD's learning rate and momentum from JS, checked as PyTorch checks them.
+fn sgd_args(lr: f64, momentum: f64) -> Result<(f32, f32), JsError> {
+    let lr = limits::learning_rate(lr).map_err(js_err)?;
+    Ok((lr, limits::momentum(momentum).map_err(js_err)?))
 }
 
 /// A trainable network with its optimizer and arena.
@@ -79,10 +98,22 @@ pub struct Plan {
 
 #[wasm_bindgen]
 impl Plan {
-    /// Arena bytes a training step needs (parameters and optimizer state included).
+    /// Arena bytes a training step needs (parameters and optimizer state included);
+    /// 0 for a model with nothing to train (no parameters), which only predicts.
     #[wasm_bindgen(getter, js_name = trainBytes)]
     pub fn train_bytes(&self) -> f64 {
         self.inner.train_bytes as f64
+    }
+    /// Multiply-accumulates of a training step (forward, backward, SGD), counted by
+    /// the meta run; 0 when nothing trains.
+    #[wasm_bindgen(getter, js_name = trainMacs)]
+    pub fn train_macs(&self) -> f64 {
+        self.inner.train_macs as f64
+    }
+    /// Multiply-accumulates of a prediction.
+    #[wasm_bindgen(getter, js_name = inferMacs)]
+    pub fn infer_macs(&self) -> f64 {
+        self.inner.infer_macs as f64
     }
     /// Arena bytes a prediction needs (parameters and optimizer state included).
     #[wasm_bindgen(getter, js_name = inferBytes)]
@@ -116,10 +147,12 @@ impl Plan {
             .map(|l| format!("{{\"name\":\"{}\",\"shape\":{:?}}}", l.name, l.shape))
             .collect();
         format!(
-            "{{\"trainBytes\":{},\"inferBytes\":{},\"persistentBytes\":{},\"layers\":[{}]}}",
+            "{{\"trainBytes\":{},\"inferBytes\":{},\"persistentBytes\":{},\"trainMacs\":{},\"inferMacs\":{},\"layers\":[{}]}}",
             self.inner.train_bytes,
             self.inner.infer_bytes,
             self.inner.persistent_bytes,
+            self.inner.train_macs,
+            self.inner.infer_macs,
             layers.join(",")
         )
     }
@@ -137,18 +170,16 @@ pub struct Step {
     pub accuracy: f32,
 }
 
-fn dim(v: u32) -> usize {
-    v as usize
+/// `arenaBytes` as a size (a whole number from 0 to 2^32 - 1; what the module can
+/// reach is checked when the arena is allocated), or the error saying its range.
+fn arena(arena_bytes: f64) -> Result<usize, JsError> {
+    limits::size("arenaBytes", arena_bytes, 0).map_err(js_err)
 }
 
-/// `arenaBytes` as a size, or the error saying its range.
-fn arena(arena_bytes: f64) -> Result<usize, JsError> {
-    if !(arena_bytes >= 0.0 && arena_bytes <= u32::MAX as f64) {
-        return Err(JsError::new(&format!(
-            "arenaBytes must be between 0 and 4294967295, got {arena_bytes}"
-        )));
-    }
-    Ok(arena_bytes as usize)
+/// Labels from JS (a `Uint32Array`, a `Float64Array` or an array of numbers), each a
+/// class index: 2.5 or NaN is refused, not truncated.
+fn labels(v: &[f64]) -> Result<Vec<u32>, JsError> {
+    limits::labels(v).map_err(js_err)
 }
 
 const NOT_A_FILE: &str = "exportModel/exportSafetensors: only a model from Model.load or Model.fromOnnx has a model file (use exportWeights)";
@@ -158,9 +189,9 @@ impl Model {
     /// W1 "digits-fcn" (1 input channel, 10 classes, 6,218 parameters) with SGD.
     /// `arenaBytes` 0 sizes the arena for a batch of 32 images of 28x28.
     pub fn w1(
-        seed: u32,
-        lr: f32,
-        momentum: f32,
+        seed: f64,
+        lr: f64,
+        momentum: f64,
         #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
     ) -> Result<Model, JsError> {
         Self::build(NetSpec::W1, seed, lr, momentum, arena_bytes)
@@ -172,19 +203,22 @@ impl Model {
     #[wasm_bindgen(js_name = fromLayers)]
     pub fn from_layers(
         #[wasm_bindgen(js_name = layersJson)] layers_json: &str,
-        #[wasm_bindgen(js_name = inChannels)] in_channels: u32,
-        seed: u32,
-        lr: f32,
-        momentum: f32,
+        #[wasm_bindgen(js_name = inChannels)] in_channels: f64,
+        seed: f64,
+        lr: f64,
+        momentum: f64,
         #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
     ) -> Result<Model, JsError> {
-        let spec = NetSpec::from_json(dim(in_channels), layers_json).map_err(js_err)?;
+        let in_channels = limits::size("inChannels", in_channels, 1).map_err(js_err)?;
+        let spec = NetSpec::from_json(in_channels, layers_json).map_err(js_err)?;
         Self::build(spec, seed, lr, momentum, arena_bytes)
     }
 
-    fn build(spec: NetSpec, seed: u32, lr: f32, momentum: f32, arena_bytes: f64) -> Result<Model, JsError> {
+    fn build(spec: NetSpec, seed: f64, lr: f64, momentum: f64, arena_bytes: f64) -> Result<Model, JsError> {
+        let seed = limits::whole("seed", seed, 0, limits::MAX_SAFE_INTEGER).map_err(js_err)?;
+        let (lr, momentum) = sgd_args(lr, momentum)?;
         let arena_bytes = arena(arena_bytes)?;
-        let inner = Engine::new(spec, seed as u64, lr, momentum, arena_bytes).map_err(js_err)?;
+        let inner = Engine::new(spec, seed, lr, momentum, arena_bytes).map_err(js_err)?;
         Ok(Model {
             inner: Inner::Net(Box::new(inner)),
         })
@@ -197,11 +231,12 @@ impl Model {
     /// them, so that the arena needs only what that choice needs.
     pub fn load(
         #[wasm_bindgen(js_name = tlmBytes)] tlm_bytes: Vec<u8>,
-        lr: f32,
-        momentum: f32,
+        lr: f64,
+        momentum: f64,
         #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
         trainable: Option<Vec<String>>,
     ) -> Result<Model, JsError> {
+        let (lr, momentum) = sgd_args(lr, momentum)?;
         let bytes = arena(arena_bytes)?;
         let train = trainable.filter(|p| !p.is_empty());
         let inner = FileEngine::new(tlm_bytes, lr, momentum, bytes, train).map_err(js_err)?;
@@ -211,18 +246,30 @@ impl Model {
     }
 
     /// A model from an ONNX file as PyTorch's `torch.onnx.export` writes it (either
-    /// exporter), imported in the page; `externalData` is the `model.onnx.data` file
-    /// the dynamo exporter writes beside it (or `undefined`). Then as [`Model::load`].
+    /// exporter), imported in the page. `externalData` holds the files its external
+    /// initializers are stored in, by name: `{ "model.onnx.data": bytes, ... }` or a
+    /// `Map`; a location that is not among them is refused, naming it. A single
+    /// `Uint8Array` is the one file of a model that has one (the dynamo exporter's
+    /// `model.onnx.data`); `undefined` when every initializer is inline. Then as
+    /// [`Model::load`].
     #[wasm_bindgen(js_name = fromOnnx)]
     pub fn from_onnx(
         bytes: &[u8],
-        #[wasm_bindgen(js_name = externalData)] external_data: Option<Vec<u8>>,
-        lr: f32,
-        momentum: f32,
+        #[wasm_bindgen(
+            js_name = externalData,
+            unchecked_param_type = "Uint8Array | Record<string, Uint8Array> | Map<string, Uint8Array> | null | undefined"
+        )]
+        external_data: JsValue,
+        lr: f64,
+        momentum: f64,
         #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
         trainable: Option<Vec<String>>,
     ) -> Result<Model, JsError> {
-        let file = loaded::onnx_to_file(bytes, external_data.as_deref()).map_err(js_err)?;
+        sgd_args(lr, momentum)?;
+        arena(arena_bytes)?;
+        let external = External::from_js(&external_data).map_err(js_err)?;
+        let file = loaded::onnx_to_file(bytes, &external).map_err(js_err)?;
+        drop(external);
         Self::load(file, lr, momentum, arena_bytes, trainable)
     }
 
@@ -286,15 +333,17 @@ impl Model {
     /// The plan of W1 (SGD with this momentum) at `[batch, 1, height, width]`, without
     /// building a model: use it to choose `arenaBytes`.
     #[wasm_bindgen(js_name = planW1)]
-    pub fn plan_w1(momentum: f32, batch: u32, height: u32, width: u32) -> Result<Plan, JsError> {
-        let inner =
-            engine::plan(&NetSpec::W1, momentum, dim(batch), dim(height), dim(width)).map_err(js_err)?;
+    pub fn plan_w1(momentum: f64, batch: f64, height: f64, width: f64) -> Result<Plan, JsError> {
+        let momentum = limits::momentum(momentum).map_err(js_err)?;
+        let (b, h, w) = dims3(batch, height, width)?;
+        let inner = engine::plan(&NetSpec::W1, momentum, b, h, w).map_err(js_err)?;
         Ok(Plan { inner })
     }
 
     /// The plan of this model at `[batch, C, height, width]`.
-    pub fn plan(&self, batch: u32, height: u32, width: u32) -> Result<Plan, JsError> {
-        let inner = each!(&self.inner, e => e.plan(dim(batch), dim(height), dim(width)).map_err(js_err))?;
+    pub fn plan(&self, batch: f64, height: f64, width: f64) -> Result<Plan, JsError> {
+        let (b, h, w) = dims3(batch, height, width)?;
+        let inner = each!(&self.inner, e => e.plan(b, h, w).map_err(js_err))?;
         Ok(Plan { inner })
     }
 
@@ -303,14 +352,14 @@ impl Model {
     pub fn train_step(
         &mut self,
         x: &[f32],
-        batch: u32,
-        height: u32,
-        width: u32,
-        labels: &[u32],
+        batch: f64,
+        height: f64,
+        width: f64,
+        #[wasm_bindgen(unchecked_param_type = "Uint32Array | Float64Array | number[]")] labels: &[f64],
     ) -> Result<Step, JsError> {
-        let s = each!(&mut self.inner, e => e
-            .train_step(x, dim(batch), dim(height), dim(width), labels)
-            .map_err(js_err))?;
+        let (b, h, w) = dims3(batch, height, width)?;
+        let labels = self::labels(labels)?;
+        let s = each!(&mut self.inner, e => e.train_step(x, b, h, w, &labels).map_err(js_err))?;
         Ok(Step {
             loss: s.loss,
             accuracy: s.accuracy,
@@ -318,20 +367,24 @@ impl Model {
     }
 
     /// Class probabilities, `[batch, classes]` row-major.
-    pub fn predict(&mut self, x: &[f32], batch: u32, height: u32, width: u32) -> Result<Vec<f32>, JsError> {
-        each!(&mut self.inner, e => e.predict(x, dim(batch), dim(height), dim(width)).map_err(js_err))
+    pub fn predict(&mut self, x: &[f32], batch: f64, height: f64, width: f64) -> Result<Vec<f32>, JsError> {
+        let (b, h, w) = dims3(batch, height, width)?;
+        each!(&mut self.inner, e => e.predict(x, b, h, w).map_err(js_err))
     }
 
     /// Accuracy (0..1) on `count` labelled images of one size.
     pub fn evaluate(
         &mut self,
         x: &[f32],
-        count: u32,
-        height: u32,
-        width: u32,
-        labels: &[u32],
+        count: f64,
+        height: f64,
+        width: f64,
+        #[wasm_bindgen(unchecked_param_type = "Uint32Array | Float64Array | number[]")] labels: &[f64],
     ) -> Result<f32, JsError> {
-        each!(&mut self.inner, e => e.evaluate(x, dim(count), dim(height), dim(width), labels).map_err(js_err))
+        let count = limits::size("count", count, 0).map_err(js_err)?;
+        let (h, w) = (dim("height", height)?, dim("width", width)?);
+        let labels = self::labels(labels)?;
+        each!(&mut self.inner, e => e.evaluate(x, count, h, w, &labels).map_err(js_err))
     }
 
     /// The parameters as bytes in the project's weights format (`torchlet::io`).
@@ -370,10 +423,26 @@ impl Model {
     pub fn lr(&mut self) -> f32 {
         each!(&mut self.inner, e => e.sgd().lr)
     }
-    /// Sets the SGD learning rate.
+    /// Sets the SGD learning rate (finite, at least 0).
     #[wasm_bindgen(setter)]
-    pub fn set_lr(&mut self, lr: f32) {
+    pub fn set_lr(&mut self, lr: f64) -> Result<(), JsError> {
+        let lr = limits::learning_rate(lr).map_err(js_err)?;
         each!(&mut self.inner, e => e.sgd().lr = lr);
+        Ok(())
+    }
+
+    /// Multiply-accumulates a call may take (its meta plan's count): a step over it is
+    /// refused before it starts. 10^10 unless set (`limits::DEFAULT_MAX_MACS`).
+    #[wasm_bindgen(getter, js_name = maxMacs)]
+    pub fn max_macs(&self) -> f64 {
+        each!(&self.inner, e => e.max_macs) as f64
+    }
+    /// Sets the work limit (a whole number from 0 to 2^53 - 1).
+    #[wasm_bindgen(setter, js_name = maxMacs)]
+    pub fn set_max_macs(&mut self, max: f64) -> Result<(), JsError> {
+        let max = limits::whole("maxMacs", max, 0, limits::MAX_SAFE_INTEGER).map_err(js_err)?;
+        each!(&mut self.inner, e => e.max_macs = max);
+        Ok(())
     }
 
     /// Arena capacity in bytes.

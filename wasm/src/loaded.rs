@@ -4,7 +4,11 @@
 //! layer networks. Training steps run in training mode (BatchNorm batch statistics,
 //! dropout), predictions in eval mode; every call ends its step whatever happened.
 
-use crate::engine::{count_correct, evaluate_by, softmax_into, Plan, PlannedLayer, StepStats, AUTO_BATCH};
+use crate::engine::{
+    count_correct, evaluate_by, run_planner, softmax_rows, Passes, Plan, PlannedLayer, StepStats, AUTO_BATCH,
+};
+use crate::external::External;
+use crate::limits::{self, Costs};
 use crate::owned::{OwnedGraph, OwnedModel};
 use crate::partial::TrainSet;
 use core::cell::RefCell;
@@ -41,8 +45,15 @@ fn msg(e: impl fmt::Display) -> LoadError {
 type R<T> = Result<T, LoadError>;
 
 /// The dims of `file`'s first input for a `[batch, C, h, w]` call: `[batch, C, h, w]`
-/// for an NCHW input, `[batch, C, w]` for an NCL one, `[batch, F]` for a flat one.
+/// for an NCHW input, `[batch, C, w]` for an NCL one, `[batch, F]` for a flat one;
+/// refused when their element count overflows.
 fn input_dims(file: &ModelFile<'_>, batch: usize, h: usize, w: usize) -> R<Vec<usize>> {
+    let dims = shape_of_call(file, batch, h, w)?;
+    limits::product("input", &dims).map_err(LoadError)?;
+    Ok(dims)
+}
+
+fn shape_of_call(file: &ModelFile<'_>, batch: usize, h: usize, w: usize) -> R<Vec<usize>> {
     let rec = file
         .inputs()
         .next()
@@ -92,15 +103,15 @@ fn default_hw(file: &ModelFile<'_>) -> (usize, usize) {
 
 /// The meta plan of `file` at `[batch, C, h, w]` with SGD of this momentum and these
 /// parameters training: the same setup (tensors, SGD state) and step (training mode,
-/// cross-entropy, backward; eval mode forward for the prediction) on a meta graph.
+/// cross-entropy, backward; eval mode forward for the prediction) on a meta graph;
+/// the prediction alone when `passes` says so or when nothing trains.
 pub fn plan(
     file: ModelFile<'_>,
     momentum: f32,
     train: &TrainSet,
     compact_saves: bool,
-    batch: usize,
-    h: usize,
-    w: usize,
+    (batch, h, w): (usize, usize, usize),
+    passes: Passes,
 ) -> R<Plan> {
     let dims = input_dims(&file, batch, h, w)?;
     let shapes = RefCell::new(Vec::new());
@@ -117,11 +128,13 @@ pub fn plan(
         },
         |g: &mut Graph<'static, f32, MODEL_TAPE>, m: &Model<'_>, _h: usize, _w: usize| {
             let x = g.input(&dims, &[])?;
-            g.set_training(g.grad_enabled() && train.batch_statistics());
+            let training = g.grad_enabled();
+            g.set_training(training && train.batch_statistics());
             let mut out = [x];
-            let record = g.grad_enabled();
+            // Each pass records the nodes' shapes (the same in both).
+            shapes.borrow_mut().clear();
             m.forward_with(g, &[x], &mut out, |node, g, y| {
-                if let (true, Some(n), Ok(s)) = (record, file.nodes().nth(node), g.shape(y)) {
+                if let (Some(n), Ok(s)) = (file.nodes().nth(node), g.shape(y)) {
                     shapes.borrow_mut().push(PlannedLayer {
                         name: n.op.to_string(),
                         shape: s.dims().to_vec(),
@@ -132,30 +145,30 @@ pub fn plan(
                 *failed.borrow_mut() = Some(msg(e));
                 e.error
             })?;
-            if !g.grad_enabled() {
-                return Ok(out[0]);
+            match training {
+                // A meta graph's cross-entropy takes no targets.
+                true => g.cross_entropy(out[0], &[]),
+                false => Ok(out[0]),
             }
-            let n = g.shape(out[0])?.dims().first().copied().unwrap_or(1);
-            g.cross_entropy(out[0], &vec![0; n])
         },
     );
-    let p = planner.plan(h, w);
+    let r = run_planner(
+        passes,
+        || failed.borrow().is_some(),
+        || planner.plan(h, w),
+        || planner.plan_inference(h, w),
+    );
     if let Some(e) = failed.take() {
         return Err(e);
     }
-    let p = p?;
-    Ok(Plan {
-        train_bytes: p.step_bytes,
-        infer_bytes: p.inference_bytes,
-        persistent_bytes: p.persistent_bytes,
-        layers: shapes.into_inner(),
-    })
+    let (p, trains) = r?;
+    Ok(Plan::from_core(p, trains, shapes.into_inner()))
 }
 
-/// Imports an ONNX model (`external` is its `model.onnx.data`, if it has one) and
-/// encodes it as a model file.
-pub fn onnx_to_file(onnx: &[u8], external: Option<&[u8]>) -> R<Vec<u8>> {
-    let spec = torchlet_onnx::import(onnx, external, &Default::default()).map_err(msg)?;
+/// Imports an ONNX model whose external initializers are read from `external` (by
+/// name; see [`External`]) and encodes it as a model file.
+pub fn onnx_to_file(onnx: &[u8], external: &External) -> R<Vec<u8>> {
+    let spec = external.import(onnx).map_err(LoadError)?;
     encode(&spec).map_err(msg)
 }
 
@@ -168,6 +181,9 @@ pub struct FileEngine {
     sgd: Sgd,
     train: TrainSet,
     labels: Vec<usize>,
+    costs: Costs,
+    /// Multiply-accumulates a step may take ([`limits::DEFAULT_MAX_MACS`] at first).
+    pub max_macs: u64,
     /// Statistics of the last successful training step.
     pub last: Option<StepStats>,
     /// Training steps taken.
@@ -193,12 +209,12 @@ impl FileEngine {
         };
         let words = if arena_bytes == 0 {
             let (h, w) = default_hw(&file);
-            plan(file, momentum, &train, false, AUTO_BATCH, h, w)?.train_bytes
+            plan(file, momentum, &train, false, (AUTO_BATCH, h, w), Passes::Both)?.arena_bytes()
         } else {
             arena_bytes
         }
         .div_ceil(4);
-        let mut g = OwnedGraph::new(words);
+        let mut g = OwnedGraph::new(words).map_err(LoadError)?;
         let (model, sgd) = g.with(|g| -> R<_> {
             let model = OwnedModel::with_placement(bytes, g, |t| train.place(t)).map_err(LoadError)?;
             let sgd = Sgd::new(g, lr, momentum, 0.0)?;
@@ -210,9 +226,28 @@ impl FileEngine {
             sgd,
             train,
             labels: Vec::new(),
+            costs: Costs::default(),
+            max_macs: limits::DEFAULT_MAX_MACS,
             last: None,
             steps: 0,
         })
+    }
+
+    /// Refuses a step at `dims` (`[batch, h, w]` of the call) whose plan does not fit
+    /// the arena or takes more than [`FileEngine::max_macs`], before it starts.
+    fn check(&mut self, training: bool, dims: &[usize], (batch, h, w): (usize, usize, usize)) -> R<()> {
+        let key = (training, batch, h, w);
+        let cost = match self.costs.find(key) {
+            Some(c) => c,
+            None => {
+                let passes = if training { Passes::Both } else { Passes::Inference };
+                let c = self.plan_passes((batch, h, w), passes)?.cost(training);
+                self.costs.insert(key, c);
+                c
+            }
+        };
+        let arena = self.g.get().arena().capacity_bytes();
+        limits::check_step(training, dims, cost, arena, self.max_macs).map_err(LoadError)
     }
 
     /// The SGD settings.
@@ -250,6 +285,7 @@ impl FileEngine {
         let (lr, momentum) = (self.sgd.lr, self.sgd.momentum);
         let mut next = FileEngine::new(bytes, lr, momentum, self.arena_bytes(), train)?;
         next.set_compact_saves(self.g.get().compact_saves());
+        next.max_macs = self.max_macs;
         *self = next;
         Ok(())
     }
@@ -259,6 +295,7 @@ impl FileEngine {
     /// rounded; no effect when every parameter trains (batch statistics).
     pub fn set_compact_saves(&mut self, on: bool) {
         self.g.with(|g| g.set_compact_saves(on));
+        self.costs.clear();
     }
 
     /// The input's channels.
@@ -268,14 +305,18 @@ impl FileEngine {
 
     /// The plan of this model at `[batch, C, h, w]`.
     pub fn plan(&self, batch: usize, h: usize, w: usize) -> R<Plan> {
+        self.plan_passes((batch, h, w), Passes::Both)
+    }
+
+    fn plan_passes(&self, size: (usize, usize, usize), passes: Passes) -> R<Plan> {
+        let compact = self.g.get().compact_saves();
         plan(
             *self.model.get().file(),
             self.sgd.momentum,
             &self.train,
-            self.g.get().compact_saves(),
-            batch,
-            h,
-            w,
+            compact,
+            size,
+            passes,
         )
     }
 
@@ -288,10 +329,11 @@ impl FileEngine {
         w: usize,
         labels: &[u32],
     ) -> R<StepStats> {
+        let dims = input_dims(self.model.get().file(), batch, h, w)?;
+        self.check(true, &dims, (batch, h, w))?;
         self.labels.clear();
         self.labels.extend(labels.iter().map(|&l| l as usize));
         let m = self.model.get();
-        let dims = input_dims(m.file(), batch, h, w)?;
         let (sgd, targets) = (&mut self.sgd, &self.labels);
         let batch_stats = self.train.batch_statistics();
         let r = self.g.with(|g| {
@@ -322,21 +364,16 @@ impl FileEngine {
 
     /// Class probabilities (softmax over each row of the output), in eval mode.
     pub fn predict(&mut self, x: &[f32], batch: usize, h: usize, w: usize) -> R<Vec<f32>> {
+        let dims = input_dims(self.model.get().file(), batch, h, w)?;
+        self.check(false, &dims, (batch, h, w))?;
         let m = self.model.get();
-        let dims = input_dims(m.file(), batch, h, w)?;
         self.g.with(|g| {
             g.set_grad_enabled(false);
             g.set_training(false);
             let r = (|| -> R<Vec<f32>> {
                 let x = g.input(&dims, x)?;
                 let logits = m.forward(g, &[x]).map_err(msg)?;
-                let l = g.data(logits)?;
-                let classes = (l.len() / batch.max(1)).max(1);
-                let mut p = Vec::with_capacity(l.len());
-                for row in l.chunks_exact(classes) {
-                    softmax_into(row, &mut p);
-                }
-                Ok(p)
+                softmax_rows(g.data(logits)?, batch).map_err(LoadError)
             })();
             g.end_step();
             g.set_grad_enabled(true);
@@ -346,7 +383,8 @@ impl FileEngine {
 
     /// Accuracy on `count` labelled inputs of one size, one at a time (eval mode).
     pub fn evaluate(&mut self, x: &[f32], count: usize, h: usize, w: usize, labels: &[u32]) -> R<f32> {
-        let per: usize = input_dims(self.model.get().file(), 1, h, w)?.iter().product();
+        let dims = input_dims(self.model.get().file(), 1, h, w)?;
+        let per = limits::product("input", &dims).map_err(LoadError)?;
         evaluate_by(per, x, count, labels, |img| self.predict(img, 1, h, w))
     }
 
@@ -370,11 +408,10 @@ impl FileEngine {
     /// names (`num_batches_tracked` as int64; a BatchNorm without one, as ONNX files
     /// are, gets a 0, which `load_state_dict` wants).
     pub fn export_safetensors(&self) -> R<Vec<u8>> {
-        use safetensors::tensor::TensorView;
         use safetensors::Dtype;
         let bytes = self.export_model()?;
         let file = ModelFile::parse(&bytes).map_err(msg)?;
-        let mut raw: Vec<(String, Vec<usize>, Dtype, Vec<u8>)> = Vec::new();
+        let mut raw: Vec<StateTensor> = Vec::new();
         for t in file.tensors() {
             let (dtype, data) = if t.name.ends_with("num_batches_tracked") {
                 (
@@ -395,13 +432,29 @@ impl FileEngine {
         for n in bn {
             raw.push((n, vec![], Dtype::I64, 0i64.to_le_bytes().to_vec()));
         }
-        let mut views = Vec::with_capacity(raw.len());
-        for (name, shape, dtype, data) in &raw {
-            views.push((
-                name.as_str(),
-                TensorView::new(*dtype, shape.clone(), data).map_err(msg)?,
-            ));
-        }
-        safetensors::serialize(views, None).map_err(msg)
+        safetensors_bytes(&raw)
     }
+}
+
+/// One tensor of a `state_dict` for [`safetensors_bytes`]: name, shape, dtype, bytes.
+pub type StateTensor = (String, Vec<usize>, safetensors::Dtype, Vec<u8>);
+
+/// `tensors` as a safetensors file; two tensors of one name are refused with that
+/// name (a `state_dict` maps each name to one tensor; the `safetensors` crate would
+/// panic on them).
+pub fn safetensors_bytes(tensors: &[StateTensor]) -> R<Vec<u8>> {
+    let mut names: Vec<&str> = tensors.iter().map(|t| t.0.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(LoadError(format!(
+            "exportSafetensors: two tensors are named {:?}; a state_dict holds one tensor per name",
+            w[0]
+        )));
+    }
+    let mut views = Vec::new();
+    for (name, shape, dtype, data) in tensors {
+        let view = safetensors::tensor::TensorView::new(*dtype, shape.clone(), data).map_err(msg)?;
+        views.push((name.as_str(), view));
+    }
+    safetensors::serialize(views, None).map_err(msg)
 }

@@ -14,6 +14,7 @@
 //!   borrow (the model is covariant in the file's lifetime), and frees the bytes on drop.
 #![allow(unsafe_code)]
 
+use crate::limits;
 use core::mem::ManuallyDrop;
 use torchlet::model::{Model, ModelFile, Placement, TensorRecord};
 use torchlet::Graph;
@@ -29,17 +30,18 @@ pub struct OwnedGraph<const N: usize = TAPE> {
 }
 
 impl<const N: usize> OwnedGraph<N> {
-    /// A graph over a fresh zeroed arena of `words` f32 words.
-    pub fn new(words: usize) -> Self {
-        let buf: *mut [f32] = Box::into_raw(vec![0.0f32; words].into_boxed_slice());
+    /// A graph over a fresh zeroed arena of `words` f32 words, or the error saying
+    /// that the module cannot have that many ([`limits::zeroed_f32s`]).
+    pub fn new(words: usize) -> Result<Self, String> {
+        let buf: *mut [f32] = Box::into_raw(limits::zeroed_f32s("an arena", words)?);
         // SAFETY: `buf` comes from `Box::into_raw`, so it is valid, aligned and not
         // aliased. The `'static` borrow is handed only to `graph`, which is never given
         // out by value (see `with`) and is dropped in `Drop` before the box is freed.
         let slice: &'static mut [f32] = unsafe { &mut *buf };
-        OwnedGraph {
+        Ok(OwnedGraph {
             graph: ManuallyDrop::new(Graph::new(slice)),
             buf,
-        }
+        })
     }
 
     /// Lends the graph to `f` for a lifetime `f` cannot name, so it cannot escape.

@@ -294,6 +294,9 @@ pub enum SpecError {
     Engine(Error),
     /// A structural problem (empty, too long, linear width unknown).
     Invalid(String),
+    /// A size, an allocation or a step past a limit (`crate::limits`), or a call the
+    /// model cannot make; the message says which.
+    Refused(String),
 }
 
 impl From<Error> for SpecError {
@@ -308,6 +311,7 @@ impl core::fmt::Display for SpecError {
             SpecError::Json(m) => write!(f, "layer spec: {m}"),
             SpecError::Engine(e) => write!(f, "{e}"),
             SpecError::Invalid(m) => write!(f, "layer spec: {m}"),
+            SpecError::Refused(m) => f.write_str(m),
         }
     }
 }
@@ -342,15 +346,21 @@ impl NetSpec {
     }
 
     /// The input's dimensions for `batch` samples of `h x w`: `[batch, C, h, w]`, or
-    /// `[batch, C, h * w]` (the same row-major data) when the first layer is conv1d.
-    pub fn input_dims(&self, batch: usize, h: usize, w: usize) -> Vec<usize> {
+    /// `[batch, C, h * w]` (the same row-major data) when the first layer is conv1d;
+    /// refused when their element count overflows.
+    pub fn input_dims(&self, batch: usize, h: usize, w: usize) -> Result<Vec<usize>, SpecError> {
         let c = self.in_channels();
-        match self {
+        let dims = match self {
             NetSpec::Layers { layers, .. } if matches!(layers.first(), Some(LayerSpec::Conv1d { .. })) => {
-                vec![batch, c, h.saturating_mul(w)]
+                let l = h.checked_mul(w).ok_or_else(|| {
+                    SpecError::Refused(format!("input: height x width, {h} x {w}, overflows"))
+                })?;
+                vec![batch, c, l]
             }
             _ => vec![batch, c, h, w],
-        }
+        };
+        crate::limits::product("input", &dims).map_err(SpecError::Refused)?;
+        Ok(dims)
     }
 
     /// Creates the parameters in `g` (initialised from `rng`) and returns the layers.

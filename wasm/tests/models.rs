@@ -64,7 +64,7 @@ fn predicts_like_onnxruntime(m: &mut Model, reference: &[u8], cases: usize) {
     for k in 0..cases {
         let (xs, x) = tensor(reference, &format!("x.{k}"));
         let (ys, y) = tensor(reference, &format!("ort.{k}"));
-        let p = m.predict(&x, xs[0] as u32, xs[2] as u32, xs[3] as u32).unwrap();
+        let p = m.predict(&x, xs[0] as f64, xs[2] as f64, xs[3] as f64).unwrap();
         let want = softmax_rows(&y, ys[1]);
         assert_eq!(p.len(), want.len(), "case {k}");
         for (i, (a, b)) in p.iter().zip(&want).enumerate() {
@@ -80,10 +80,10 @@ fn predicts_like_onnxruntime(m: &mut Model, reference: &[u8], cases: usize) {
 fn train(m: &mut Model, reference: &[u8], steps: usize) -> Vec<f32> {
     let (xs, x) = tensor(reference, "x.0");
     let (_, t) = tensor(reference, "t");
-    let labels: Vec<u32> = t.iter().map(|&v| v as u32).collect();
+    let labels: Vec<f64> = t.iter().map(|&v| v as u32 as f64).collect();
     (0..steps)
         .map(|_| {
-            m.train_step(&x, xs[0] as u32, xs[2] as u32, xs[3] as u32, &labels)
+            m.train_step(&x, xs[0] as f64, xs[2] as f64, xs[3] as f64, &labels)
                 .unwrap()
                 .loss
         })
@@ -92,7 +92,7 @@ fn train(m: &mut Model, reference: &[u8], steps: usize) -> Vec<f32> {
 
 #[wasm_bindgen_test]
 fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
-    let mut m = Model::from_onnx(W1_TS, None, 0.05, 0.0, 0.0, None).unwrap();
+    let mut m = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.0, 0.0, None).unwrap();
     assert_eq!(m.num_parameters(), 6218.0);
     assert_eq!(m.in_channels(), 1);
     // Three sizes, two of them never exported (28x28 was).
@@ -100,13 +100,13 @@ fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
 
     // The plan: one entry per node, the last the logits; an arena of exactly the
     // planned bytes trains at that size.
-    let plan = m.plan(2, 28, 28).unwrap();
+    let plan = m.plan(2.0, 28.0, 28.0).unwrap();
     let layers = plan.layers();
     assert_eq!(layers[0].name(), "conv2d");
     assert_eq!(layers[0].shape(), vec![2, 8, 28, 28]);
     assert_eq!(layers.last().unwrap().shape(), vec![2, 10]);
     assert!(plan.infer_bytes() < plan.train_bytes());
-    let mut exact = Model::from_onnx(W1_TS, None, 0.05, 0.0, plan.train_bytes(), None).unwrap();
+    let mut exact = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.0, plan.train_bytes(), None).unwrap();
     train(&mut exact, W1_REF, 1);
     assert_eq!(exact.high_water_bytes(), plan.train_bytes());
 
@@ -117,9 +117,24 @@ fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
 
 #[wasm_bindgen_test]
 fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_trains() {
-    let e = refused(Model::from_onnx(MOB_DYN, None, 0.05, 0.0, 0.0, None));
+    let e = refused(Model::from_onnx(
+        MOB_DYN,
+        JsValue::UNDEFINED,
+        0.05,
+        0.0,
+        0.0,
+        None,
+    ));
     assert!(e.contains("external"), "{e}");
-    let mut m = Model::from_onnx(MOB_DYN, Some(MOB_DATA.to_vec()), 0.05, 0.0, 0.0, None).unwrap();
+    let mut m = Model::from_onnx(
+        MOB_DYN,
+        js_sys::Uint8Array::from(MOB_DATA).into(),
+        0.05,
+        0.0,
+        0.0,
+        None,
+    )
+    .unwrap();
     predicts_like_onnxruntime(&mut m, MOB_REF, 3);
     // Training mode: batch statistics (the running ones move), and the loss falls.
     let losses = train(&mut m, MOB_REF, 8);
@@ -128,7 +143,7 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
     // exportModel loads again and predicts the same (eval mode: the trained running
     // statistics travel with it).
     let (xs, x) = tensor(MOB_REF, "x.1");
-    let (b, h, w) = (xs[0] as u32, xs[2] as u32, xs[3] as u32);
+    let (b, h, w) = (xs[0] as f64, xs[2] as f64, xs[3] as f64);
     let before = m.predict(&x, b, h, w).unwrap();
     let mut again = Model::load(m.export_model().unwrap(), 0.05, 0.0, 0.0, None).unwrap();
     assert_eq!(again.predict(&x, b, h, w).unwrap(), before);
@@ -156,7 +171,15 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
     );
 
     // exportWeights / importWeights: a fresh import takes the trained weights.
-    let mut fresh = Model::from_onnx(MOB_DYN, Some(MOB_DATA.to_vec()), 0.05, 0.0, 0.0, None).unwrap();
+    let mut fresh = Model::from_onnx(
+        MOB_DYN,
+        js_sys::Uint8Array::from(MOB_DATA).into(),
+        0.05,
+        0.0,
+        0.0,
+        None,
+    )
+    .unwrap();
     assert_ne!(fresh.predict(&x, b, h, w).unwrap(), before);
     fresh.import_weights(&m.export_weights().unwrap()).unwrap();
     assert_eq!(fresh.predict(&x, b, h, w).unwrap(), before);
@@ -164,9 +187,16 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
 
 #[wasm_bindgen_test]
 fn bad_model_files_and_inputs_throw_and_leave_the_model_usable() {
-    let e = refused(Model::from_onnx(b"not onnx at all", None, 0.05, 0.0, 0.0, None));
+    let e = refused(Model::from_onnx(
+        b"not onnx at all",
+        JsValue::UNDEFINED,
+        0.05,
+        0.0,
+        0.0,
+        None,
+    ));
     assert!(e.starts_with("not a readable ONNX model"), "{e}");
-    let mut m = Model::from_onnx(W1_TS, None, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     let mut tlm = m.export_model().unwrap();
     let e = refused(Model::load(tlm[..tlm.len() - 9].to_vec(), 0.05, 0.0, 0.0, None));
     assert!(!e.is_empty());
@@ -174,17 +204,17 @@ fn bad_model_files_and_inputs_throw_and_leave_the_model_usable() {
     tlm[mid] ^= 0x55;
     let e = refused(Model::load(tlm, 0.05, 0.0, 0.0, None));
     assert!(e.contains("CRC"), "{e}");
-    let e = message(m.predict(&[0.0; 5], 1, 28, 28).unwrap_err());
+    let e = message(m.predict(&[0.0; 5], 1.0, 28.0, 28.0).unwrap_err());
     assert_eq!(e, "input: data has 5 values, the shape holds 784");
-    let e = message(m.train_step(&[0.0; 784], 1, 28, 28, &[10]).unwrap_err());
+    let e = message(m.train_step(&[0.0; 784], 1.0, 28.0, 28.0, &[10.0]).unwrap_err());
     assert!(e.contains("out of range"), "{e}");
     let e = message(m.import_weights(&[1, 2, 3]).unwrap_err());
     assert!(!e.is_empty());
     // W1 networks have no model file to export.
-    let net = Model::w1(0, 0.05, 0.0, 0.0).unwrap();
+    let net = Model::w1(0.0, 0.05, 0.0, 0.0).unwrap();
     assert!(message(net.export_model().unwrap_err()).contains("Model.load"));
     // Still usable.
-    m.train_step(&[0.5; 784], 1, 28, 28, &[3]).unwrap();
-    assert_eq!(m.predict(&[0.5; 784], 1, 28, 28).unwrap().len(), 10);
+    m.train_step(&[0.5; 784], 1.0, 28.0, 28.0, &[3.0]).unwrap();
+    assert_eq!(m.predict(&[0.5; 784], 1.0, 28.0, 28.0).unwrap().len(), 10);
     assert_eq!(m.steps(), 1.0);
 }

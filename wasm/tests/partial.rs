@@ -65,13 +65,13 @@ fn name_patterns() {
 
 #[wasm_bindgen_test]
 fn bias_only_fine_tuning_of_w2_at_batch_1_trains_only_the_chosen_tensors() {
-    let mut m = Model::from_onnx(W2, None, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     assert_eq!(m.trained_parameters(), W2_PARAMS);
-    let full = m.plan(1, 28, 28).unwrap().train_bytes();
+    let full = m.plan(1.0, 28.0, 28.0).unwrap().train_bytes();
     let before = m.export_safetensors().unwrap();
     m.set_trainable(patterns(&BIAS_ONLY)).unwrap();
     assert_eq!(m.trained_parameters(), BIAS_ONLY_PARAMS);
-    let partial = m.plan(1, 28, 28).unwrap().train_bytes();
+    let partial = m.plan(1.0, 28.0, 28.0).unwrap().train_bytes();
     assert!(
         partial < full,
         "bias-only plans {partial} bytes, the full update {full}"
@@ -79,7 +79,7 @@ fn bias_only_fine_tuning_of_w2_at_batch_1_trains_only_the_chosen_tensors() {
 
     let x = digit();
     let losses: Vec<f32> = (0..10)
-        .map(|_| m.train_step(&x, 1, 28, 28, &[7]).unwrap().loss)
+        .map(|_| m.train_step(&x, 1.0, 28.0, 28.0, &[7.0]).unwrap().loss)
         .collect();
     assert!(losses[9] < 0.5 * losses[0], "{losses:?}");
     let after = m.export_safetensors().unwrap();
@@ -101,49 +101,57 @@ fn bias_only_fine_tuning_of_w2_at_batch_1_trains_only_the_chosen_tensors() {
         assert_ne!(values(&after, name), values(&before, name), "{name} trains");
     }
     // The predictions (eval mode, the same running statistics) moved to the label.
-    let p = m.predict(&x, 1, 28, 28).unwrap();
+    let p = m.predict(&x, 1.0, 28.0, 28.0).unwrap();
     assert!(p[7] > 0.9, "{p:?}");
 
     // An empty list trains everything again, from the fine-tuned values.
     m.set_trainable(Vec::new()).unwrap();
     assert_eq!(m.trained_parameters(), W2_PARAMS);
-    assert_eq!(m.predict(&x, 1, 28, 28).unwrap(), p);
+    assert_eq!(m.predict(&x, 1.0, 28.0, 28.0).unwrap(), p);
 }
 
 #[wasm_bindgen_test]
 fn the_bias_only_plan_is_the_high_water_mark() {
-    let mut probe = Model::from_onnx(W2, None, 0.05, 0.9, 0.0, None).unwrap();
+    let mut probe = Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     probe.set_trainable(patterns(&BIAS_ONLY)).unwrap();
-    let bytes = probe.plan(1, 20, 14).unwrap().train_bytes();
+    let bytes = probe.plan(1.0, 20.0, 14.0).unwrap().train_bytes();
     // Loaded with the choice, the arena needs only what that choice needs (less than the
     // full update's tensors and SGD state).
-    let e = match Model::from_onnx(W2, None, 0.05, 0.9, bytes, None) {
+    let e = match Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, bytes, None) {
         Ok(_) => panic!("the full update fitted the bias-only arena"),
         Err(e) => message(e),
     };
     assert!(e.contains("arena exhausted"), "{e}");
-    let mut m = Model::from_onnx(W2, None, 0.05, 0.9, bytes, Some(patterns(&BIAS_ONLY))).unwrap();
+    let mut m = Model::from_onnx(
+        W2,
+        JsValue::UNDEFINED,
+        0.05,
+        0.9,
+        bytes,
+        Some(patterns(&BIAS_ONLY)),
+    )
+    .unwrap();
     assert_eq!(m.trained_parameters(), BIAS_ONLY_PARAMS);
     let x = values(W2_REF, "input_20x14")[..280].to_vec();
-    m.train_step(&x, 1, 20, 14, &[3]).unwrap();
+    m.train_step(&x, 1.0, 20.0, 14.0, &[3.0]).unwrap();
     assert_eq!(m.high_water_bytes(), bytes);
 }
 
 #[wasm_bindgen_test]
 fn patterns_matching_nothing_throw_and_change_nothing() {
-    let mut m = Model::from_onnx(W2, None, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     let x = digit();
-    let p = m.predict(&x, 1, 28, 28).unwrap();
+    let p = m.predict(&x, 1.0, 28.0, 28.0).unwrap();
     let e = message(
         m.set_trainable(patterns(&["head.*", "*.running_mean"]))
             .unwrap_err(),
     );
     assert!(e.contains("match no parameter"), "{e}");
     assert_eq!(m.trained_parameters(), W2_PARAMS);
-    assert_eq!(m.predict(&x, 1, 28, 28).unwrap(), p);
-    m.train_step(&x, 1, 28, 28, &[1]).unwrap();
+    assert_eq!(m.predict(&x, 1.0, 28.0, 28.0).unwrap(), p);
+    m.train_step(&x, 1.0, 28.0, 28.0, &[1.0]).unwrap();
 
-    let mut w1 = Model::w1(0, 0.05, 0.9, 0.0).unwrap();
+    let mut w1 = Model::w1(0.0, 0.05, 0.9, 0.0).unwrap();
     let e = message(w1.set_trainable(patterns(&["*.bias"])).unwrap_err());
     assert!(e.contains("Model.load"), "{e}");
 }
@@ -153,16 +161,17 @@ fn compact_norm_saves_plan_fewer_bytes_and_train_the_same_way() {
     let x = digit();
     let mut steps = Vec::new();
     for compact in [false, true] {
-        let mut m = Model::from_onnx(W2, None, 0.05, 0.9, 0.0, Some(patterns(&BIAS_ONLY))).unwrap();
+        let mut m =
+            Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, Some(patterns(&BIAS_ONLY))).unwrap();
         m.set_compact_saves(compact).unwrap();
-        let bytes = m.plan(1, 28, 28).unwrap().train_bytes();
+        let bytes = m.plan(1.0, 28.0, 28.0).unwrap().train_bytes();
         let losses: Vec<f32> = (0..5)
-            .map(|_| m.train_step(&x, 1, 28, 28, &[7]).unwrap().loss)
+            .map(|_| m.train_step(&x, 1.0, 28.0, 28.0, &[7.0]).unwrap().loss)
             .collect();
         assert_eq!(m.high_water_bytes(), bytes, "compact {compact}");
         // A new choice keeps the setting.
         m.set_trainable(patterns(&["fc.*", "*.conv.7.weight"])).unwrap();
-        let kept = m.plan(1, 28, 28).unwrap().train_bytes();
+        let kept = m.plan(1.0, 28.0, 28.0).unwrap().train_bytes();
         steps.push((bytes, losses, kept));
     }
     let ((full, exact, kept_full), (half, rounded, kept_half)) = (&steps[0], &steps[1]);
@@ -179,7 +188,7 @@ fn compact_norm_saves_plan_fewer_bytes_and_train_the_same_way() {
         );
     }
     assert!(rounded[4] < 0.5 * rounded[0], "{rounded:?}");
-    let mut w1 = Model::w1(0, 0.05, 0.9, 0.0).unwrap();
+    let mut w1 = Model::w1(0.0, 0.05, 0.9, 0.0).unwrap();
     let e = message(w1.set_compact_saves(true).unwrap_err());
     assert!(e.contains("Model.load"), "{e}");
 }

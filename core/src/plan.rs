@@ -206,7 +206,10 @@ where
     /// depends on nothing that does) is refused with [`Error::NoGradient`] saying so;
     /// [`Planner::plan_inference`] plans its inference.
     pub fn plan(&self, h: usize, w: usize) -> Result<Plan> {
-        let (mut g, model, persistent_bytes) = self.set_up()?;
+        // The graph lives in this frame (not returned by a helper): on a small device
+        // a graph moved out of a call can take its tape's bytes of stack twice.
+        let mut g: Graph<'static, S, N> = Graph::meta(usize::MAX);
+        let (model, persistent_bytes) = self.set_up(&mut g)?;
         g.forward_high_water = 0;
         let trains = g.param_spans().next().is_some();
         let nothing_to_train = |e: Error| match e {
@@ -242,19 +245,19 @@ where
     /// planned. Works for a model with no parameters (a lone softmax), which
     /// [`Planner::plan`] refuses as having nothing to train.
     pub fn plan_inference(&self, h: usize, w: usize) -> Result<Plan> {
-        let (mut g, model, persistent_bytes) = self.set_up()?;
+        let mut g: Graph<'static, S, N> = Graph::meta(usize::MAX);
+        let (model, persistent_bytes) = self.set_up(&mut g)?;
         self.inference(&mut g, &model, (h, w), persistent_bytes)
     }
 
-    /// A meta graph with the model set up, the model and the long-lived bytes; the
-    /// high-water mark and the work count start afresh.
-    fn set_up(&self) -> Result<(Graph<'static, S, N>, M, usize)> {
-        let mut g: Graph<'static, S, N> = Graph::meta(usize::MAX);
-        let model = (self.setup)(&mut g)?;
+    /// Sets the model up on the fresh meta graph `g`: the model and the long-lived
+    /// bytes; the high-water mark and the work count start afresh.
+    fn set_up(&self, g: &mut Graph<'static, S, N>) -> Result<(M, usize)> {
+        let model = (self.setup)(g)?;
         let persistent_bytes = g.arena().used_bytes();
         g.reset_high_water();
         g.reset_macs();
-        Ok((g, model, persistent_bytes))
+        Ok((model, persistent_bytes))
     }
 
     /// The inference pass on `g` (set up, no step recorded) at `h x w`: its plan, with

@@ -301,10 +301,13 @@ impl<'m> Model<'m> {
     /// on a meta graph with room for `N` records and runs a forward pass with
     /// gradients on, so a shape that cannot work (a linear layer whose in-features
     /// do not match, a pool larger than its input) is an error naming its node before
-    /// any data exists.
+    /// any data exists. It runs in eval mode: what it checks is the model, not a
+    /// condition of one training batch (BatchNorm's batch statistics need more than
+    /// one value per channel, which a batch of one at the smallest size may not give).
     pub fn check<S: Scalar, const N: usize>(file: ModelFile<'m>) -> ModelResult<'m, ()> {
         let mut g: Graph<'_, S, N> = Graph::meta(usize::MAX);
         let m = Model::new(&mut g, file)?;
+        g.set_training(false);
         let mut xs = [Tensor {
             id: 0,
             gen: PARAM_GEN,

@@ -80,6 +80,34 @@ impl Shape {
         Shape { dims, rank }
     }
 
+    /// The shape of `a op b` under NumPy/PyTorch broadcasting (dims aligned from the
+    /// right, each pair equal or one of them 1), or `None` when the two do not
+    /// broadcast or the result's size overflows.
+    pub fn broadcast(&self, other: &Shape) -> Option<Shape> {
+        let rank = self.rank().max(other.rank());
+        let mut dims = [1usize; MAX_RANK];
+        for i in 0..rank {
+            let (a, b) = (self.dim_from_end(i), other.dim_from_end(i));
+            dims[rank - 1 - i] = match (a, b) {
+                _ if a == b => a,
+                (1, b) => b,
+                (a, 1) => a,
+                _ => return None,
+            };
+        }
+        Shape::new(&dims[..rank]).ok()
+    }
+
+    /// Dimension `i` counted from the last (0 is the last), 1 past the rank.
+    pub(crate) fn dim_from_end(&self, i: usize) -> usize {
+        let r = self.rank();
+        if i < r {
+            self.dims[r - 1 - i]
+        } else {
+            1
+        }
+    }
+
     /// Dimension `i`, or 0 past the rank.
     pub fn dim(&self, i: usize) -> usize {
         if i < self.rank as usize {
@@ -118,5 +146,21 @@ mod tests {
         let s = Shape::new(&[2, 3, 4]).unwrap();
         assert_eq!(s.numel(), 24);
         assert_eq!(Shape::scalar().numel(), 1);
+    }
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        let s = |d: &[usize]| Shape::new(d).unwrap();
+        assert_eq!(
+            s(&[2, 3, 4, 5]).broadcast(&s(&[2, 3, 1, 1])),
+            Some(s(&[2, 3, 4, 5]))
+        );
+        assert_eq!(s(&[3, 1]).broadcast(&s(&[4])), Some(s(&[3, 4])));
+        assert_eq!(Shape::scalar().broadcast(&s(&[2, 2])), Some(s(&[2, 2])));
+        assert_eq!(s(&[0, 1]).broadcast(&s(&[1, 5])), Some(s(&[0, 5])));
+        assert_eq!(s(&[3]).broadcast(&s(&[4])), None);
+        assert_eq!(s(&[2, 3]).broadcast(&s(&[3, 2])), None);
+        let huge = 1usize << (usize::BITS / 2);
+        assert_eq!(s(&[huge, 1]).broadcast(&s(&[1, huge])), None);
     }
 }

@@ -18,7 +18,11 @@ Additions to ops.json's format:
   - Integer targets (cross_entropy, nll_loss) may hold ignore_index values (-100, 255,
     or a case's own), which are never counted.
   - Inputs of the piecewise activations avoid their kinks (0, 6 for relu6; -3, 3 for
-    hardswish and hardsigmoid), where PyTorch's one-sided gradient is a convention.
+    hardswish and hardsigmoid), where PyTorch's one-sided gradient is a convention,
+    except in the cases whose id ends in "-at-kinks": inputs exactly on every
+    breakpoint, so that the engine's convention is checked to be PyTorch's (central
+    differences do not apply there).
+  - add, sub, mul and div broadcast (NumPy rules), either operand the smaller.
 """
 import os
 import sys
@@ -68,10 +72,13 @@ def run_new_op(op, p, ins):
         return x.mean(dim=tuple(p["dim"]), keepdim=p.get("keepdim", False))
     if op == "sum":
         return x.sum(dim=tuple(p["dim"]), keepdim=p.get("keepdim", False))
-    if op in ("sub", "div"):
-        if x.shape != ins["other"].shape:
-            raise ValueError(f"{op}: shapes differ (no broadcasting in the engine)")
-        return x - ins["other"] if op == "sub" else x / ins["other"]
+    if op in ("add", "sub", "mul", "div"):
+        o = ins["other"]
+        return {"add": x + o, "sub": x - o, "mul": x * o, "div": x / o}[op]
+    if op == "silu":
+        return F.silu(x)
+    if op == "leaky_relu":
+        return F.leaky_relu(x, p.get("negative_slope", 0.01))
     if op == "conv1d":
         return F.conv1d(x, ins["weight"], ins.get("bias"), stride=one(p, "stride", 1),
                         padding=one(p, "padding", 0), dilation=one(p, "dilation", 1),
@@ -280,6 +287,33 @@ def build():
     case("hardsigmoid-2d", "hardsigmoid", None,
          {"input": avoiding({-3.0, 3.0}, 4, 6, lo=-5.0, hi=5.0)})
 
+    # the piecewise activations exactly at their breakpoints (PyTorch's conventions)
+    def at(*vals):
+        return lambda g: {"shape": [len(vals)], "data": list(vals)}
+    case("relu6-at-kinks", "relu6", None, {"input": at(-1.0, 0.0, 3.0, 6.0, 7.0)})
+    case("hardswish-at-kinks", "hardswish", None, {"input": at(-4.0, -3.0, 0.0, 3.0, 4.0)})
+    case("hardsigmoid-at-kinks", "hardsigmoid", None, {"input": at(-4.0, -3.0, 0.0, 3.0, 4.0)})
+    case("leaky_relu-2d", "leaky_relu", {"negative_slope": 0.2},
+         {"input": avoiding({0.0}, 3, 4, lo=-2.0, hi=2.0)})
+    case("leaky_relu-at-kinks", "leaky_relu", {"negative_slope": 0.125},
+         {"input": at(-1.0, 0.0, 1.0)})
+
+    # silu
+    case("silu-4d", "silu", None, {"input": V(2, 3, 4, 4, lo=-6.0, hi=6.0)})
+    case("silu-2d-large", "silu", None, {"input": V(3, 5, lo=-40.0, hi=40.0)})
+
+    # broadcasting element-wise ops: squeeze-and-excitation's scale, a per-channel
+    # bias, a row against a column, a scalar, either side the smaller
+    for op in ("add", "sub", "mul", "div"):
+        other = (lambda *s: nonzero_divisor(*s)) if op == "div" else (lambda *s: V(*s))
+        case(f"{op}-bcast-se", op, None, {"input": V(2, 3, 4, 4), "other": other(2, 3, 1, 1)})
+        case(f"{op}-bcast-channel", op, None, {"input": V(2, 3, 2, 3), "other": other(3, 1, 1)})
+        case(f"{op}-bcast-row-col", op, None, {"input": V(3, 1), "other": other(4)})
+        case(f"{op}-bcast-scalar", op, None, {"input": V(2, 5), "other": other()})
+        first = nonzero_divisor(2, 1, 3) if op == "div" else V(2, 1, 3)
+        case(f"{op}-bcast-smaller-first", op, None, {"input": V(1, 3), "other": first})
+        case(f"{op}-bcast-both", op, None, {"input": V(2, 1, 4), "other": other(1, 3, 1)})
+
     # adaptive_max_pool2d (distinct values: no ties)
     for oh, ow, x in [(1, 1, (2, 3, 5, 7)), (2, 2, (1, 2, 5, 7)), (3, 2, (2, 1, 5, 7)),
                       (4, 5, (1, 1, 3, 3))]:
@@ -307,6 +341,7 @@ def build():
     bad("bad-permute-not-a-permutation", "permute", {"dims": [0, 0, 1]}, {"input": V(2, 3, 4)}, IP)
     bad("bad-mean-dim-out-of-range", "mean", {"dim": [3], "keepdim": False}, {"input": V(2, 3)}, IP)
     bad("bad-sub-shape-mismatch", "sub", None, {"input": V(2, 3), "other": V(3, 2)}, SM)
+    bad("bad-mul-no-broadcast", "mul", None, {"input": V(2, 3, 4, 4), "other": V(2, 4, 1, 1)}, SM)
     bad("bad-conv1d-channel-mismatch", "conv1d",
         {"stride": [1], "padding": [0], "dilation": [1], "groups": 1},
         {"input": V(1, 3, 8), "weight": W(2, 2, 3)}, SM)

@@ -36,13 +36,14 @@ pub fn hardswish<S: Scalar>(x: S) -> S {
     }
 }
 
-/// hardswish's gradient from its input `x`: 0 below -3, `g` above 3, `g * (2x + 3) / 6`
-/// between (PyTorch's `x / 3 + 0.5`).
+/// hardswish's gradient from its input `x`: 0 up to -3, `g` from 3, `g * (2x + 3) / 6`
+/// between (PyTorch's `hardswish_backward`, `x / 3 + 0.5`, whose breakpoints belong
+/// to the flat pieces: 0 at exactly -3, `g` at exactly 3).
 #[inline]
 pub fn hardswish_grad<S: Scalar>(g: S, x: S) -> S {
-    if x < -three::<S>() {
+    if x <= -three::<S>() {
         S::ZERO
-    } else if x <= three() {
+    } else if x < three() {
         (g * (x + x + three())).div(six())
     } else {
         g

@@ -7,11 +7,13 @@
 //!   specialisations side by side: `conv/` (reference, f32 tiles for hosts and wasm
 //!   with AVX2, f32 tiles for Cortex-M, the exact Q16 kernels, the frozen int8 kernel,
 //!   the f32 bias gradient), `pool/` (average and adaptive; max with packed positions),
-//!   `linear`, `pad`, `resize`, `elementwise`, `compact` (ReLU with a bit mask), `half_saves`
+//!   `linear`, `pad`, `resize`, `elementwise`, `broadcast` (two operands of
+//!   shapes that broadcast), `compact` (ReLU with a bit mask), `half_saves`
 //!   (normalised values kept in 16 bits).
 //! - Which specialisation a scalar type runs is chosen in one place, `set.rs`.
 
 pub mod activation;
+pub mod broadcast;
 pub mod compact;
 pub mod conv;
 pub mod elementwise;

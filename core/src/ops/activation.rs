@@ -1,6 +1,7 @@
-//! relu, leaky_relu, sigmoid, tanh. ReLU, sigmoid and tanh save nothing extra: their
-//! backward reads the output (which lives until the step ends); leaky ReLU reads the
-//! input, since a negative slope would make the output's sign ambiguous.
+//! relu, leaky_relu, sigmoid, tanh, silu. ReLU, sigmoid and tanh save nothing extra:
+//! their backward reads the output (which lives until the step ends); leaky ReLU reads
+//! the input, since a negative slope would make the output's sign ambiguous, and SiLU
+//! reads the input (one tensor kept, where `x * sigmoid(x)` as two ops keeps two).
 
 use super::registry::{need, opt, real, Attrs, OpSpec};
 use crate::error::{Error, Result};
@@ -26,6 +27,7 @@ static RELU: OpKind = kind("relu", true);
 static LEAKY_RELU: OpKind = kind("leaky_relu", false);
 static SIGMOID: OpKind = kind("sigmoid", true);
 static TANH: OpKind = kind("tanh", true);
+static SILU: OpKind = kind("silu", false);
 /// In-place ReLU: the output took over the input's memory; a bit mask is saved.
 static RELU_MASKED: OpKind = OpKind {
     name: "relu_",
@@ -156,6 +158,21 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     fn tanh_backward(&mut self, i: usize, x: NodeId) -> Result<()> {
         self.unary_backward(i, x, true, |g, y| g * (S::ONE - y * y))
     }
+
+    /// `x * sigmoid(x)` (SiLU, Swish).
+    pub fn silu(&mut self, x: Tensor) -> Result<Tensor> {
+        self.unary(x, &SILU, NO_PARAMS, Self::silu_rule, |v| v * v.sigmoid())
+    }
+
+    /// silu's backward rule, recorded by [`Graph::silu`]: PyTorch's
+    /// `g * s * (1 + x * (1 - s))`, `s = sigmoid(x)`.
+    fn silu_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
+        let x = g.record(i, &SILU)?.input(0);
+        g.unary_backward(i, x, false, |g, v| {
+            let s = v.sigmoid();
+            g * s * (S::ONE + v * (S::ONE - s))
+        })
+    }
 }
 
 impl<S: Scalar, const N: usize> Graph<'_, S, N> {
@@ -237,6 +254,10 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         g.tanh(need("tanh", t, 0)?)
     }
 
+    fn silu_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
+        g.silu(need("silu", t, 0)?)
+    }
+
     /// relu by name.
     pub(crate) const RELU_SPEC: OpSpec<S, N> = OpSpec {
         name: "relu",
@@ -267,6 +288,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         inputs: &["input"],
         params: &[],
         call: Self::tanh_call,
+        in_place: None,
+    };
+    /// silu by name.
+    pub(crate) const SILU_SPEC: OpSpec<S, N> = OpSpec {
+        name: "silu",
+        inputs: &["input"],
+        params: &[],
+        call: Self::silu_call,
         in_place: None,
     };
 }

@@ -1,12 +1,16 @@
-//! add, sub, mul and div of two tensors of the same shape. A tensor used on both sides gets
-//! both contributions, since gradients accumulate with `+=`.
+//! add, sub, mul and div of two tensors whose shapes broadcast (NumPy/PyTorch rules:
+//! dims aligned from the right, each pair equal or one of them 1), forward and
+//! backward: the gradient of a broadcast operand is summed over the dims it was
+//! broadcast in. A tensor used on both sides gets both contributions, since
+//! gradients accumulate with `+=`.
 
 use super::registry::{need, opt, Attrs, OpSpec};
 use crate::error::{Error, Result};
 use crate::graph::reads;
 use crate::graph::{BackwardFn, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
-use crate::kernels::elementwise::{grad_map, zip_map};
+use crate::kernels::broadcast::{div_grad_b, grad, zip, Broadcast};
 use crate::scalar::Scalar;
+use crate::shape::Shape;
 
 /// add's records: backward reads no data.
 static ADD: OpKind = OpKind {
@@ -33,16 +37,23 @@ static DIV: OpKind = OpKind {
     reads_output: false,
 };
 
-/// The error of two operands whose shapes differ (`same` false).
-fn same_shape(kind: &OpKind, a: usize, b: usize, same: bool) -> Result<()> {
-    match same {
-        true => Ok(()),
-        false => Err(Error::ShapeMismatch {
-            op: kind.name,
-            what: "operands must have the same shape (the second has {found} elements, the first {expected})",
-            expected: a,
-            found: b,
+/// The shape two operands broadcast to, or the error naming the first pair of dims
+/// (from the right) that differ with neither 1.
+fn broadcast_shape(op: &'static str, a: Shape, b: Shape) -> Result<Shape> {
+    if let Some(s) = a.broadcast(&b) {
+        return Ok(s);
+    }
+    let pair = (0..a.rank().max(b.rank()))
+        .map(|i| (a.dim_from_end(i), b.dim_from_end(i)))
+        .find(|&(p, q)| p != q && p != 1 && q != 1);
+    match pair {
+        Some((p, q)) => Err(Error::ShapeMismatch {
+            op,
+            what: "operands do not broadcast: a dim is {expected} in the first and {found} in the second",
+            expected: p,
+            found: q,
         }),
+        None => Err(Error::Overflow { op }),
     }
 }
 
@@ -57,21 +68,42 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     ) -> Result<Tensor> {
         let (ai, bi) = (self.id(a)?, self.id(b)?);
         let (an, bn) = (self.nodes[ai], self.nodes[bi]);
-        same_shape(
-            kind,
-            an.shape().numel(),
-            bn.shape().numel(),
-            an.shape() == bn.shape(),
-        )?;
+        let shape = broadcast_shape(kind.name, an.shape(), bn.shape())?;
         let rg = self.needs_grad(&[Some(ai), Some(bi)]);
         let op = match rg {
             true => Op::new(kind, [Some(ai), Some(bi), None], NO_PARAMS),
             false => Op::LEAF,
         };
-        let out = self.push(an.shape(), op, Some(rule), rg, 0)?;
+        let out = self.push(shape, op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
-        self.exec([an.data, bn.data], y, |[a, b], y| zip_map(a, b, y, f))?;
+        let walk = Broadcast::new(&shape, &an.shape(), &bn.shape());
+        self.exec([an.data, bn.data], y, |[a, b], y| zip(&walk, a, b, y, f))?;
         Ok(out)
+    }
+
+    /// `gx += h(gy, other)` for input `x` of record `i`, summed over the dims `x` was
+    /// broadcast in (`other` is read at the same output positions).
+    fn binary_grad(&mut self, i: usize, x: NodeId, other: NodeId, h: impl Fn(S, S) -> S) -> Result<()> {
+        let gy = self.grads_for(i)?;
+        let Some(gx) = self.grad_of(x) else {
+            return Ok(());
+        };
+        let (out, xn, on) = (self.nodes[i], self.nodes[x as usize], self.nodes[other as usize]);
+        let walk = Broadcast::new(&out.shape(), &xn.shape(), &on.shape());
+        self.exec([gy, on.data], gx, |[gy, o], gx| grad(&walk, gy, o, gx, h))
+    }
+
+    /// `gx += sign * gy` summed over the dims `x` was broadcast in (add and sub).
+    fn pass_grad(&mut self, i: usize, x: NodeId, sign: S) -> Result<()> {
+        let gy = self.grads_for(i)?;
+        let Some(gx) = self.grad_of(x) else {
+            return Ok(());
+        };
+        let (out, xn) = (self.nodes[i], self.nodes[x as usize]);
+        let walk = Broadcast::new(&out.shape(), &xn.shape(), &out.shape());
+        self.exec([gy, gy], gx, |[gy, s], gx| {
+            grad(&walk, gy, s, gx, |g, _| sign * g)
+        })
     }
 
     /// `a + b`.
@@ -80,18 +112,22 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// In-place `a + b` (PyTorch's `a.add_(b)`, a residual connection's sum): the
-    /// output takes over `a`'s memory and `a`'s handle is consumed. Refused, with `a`
-    /// left intact, when the shapes differ, or `a` is a parameter, is shared by a
-    /// view, or its value is needed for backward.
+    /// output takes over `a`'s memory and `a`'s handle is consumed; `b` may broadcast
+    /// to `a`'s shape. Refused, with `a` left intact, when `b` does not broadcast to
+    /// `a`, or `a` is a parameter, is shared by a view, or its value is needed for
+    /// backward.
     pub fn add_(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
         let (ai, bi) = (self.id(a)?, self.id(b)?);
         let (an, bn) = (self.nodes[ai], self.nodes[bi]);
-        same_shape(
-            &ADD,
-            an.shape().numel(),
-            bn.shape().numel(),
-            an.shape() == bn.shape(),
-        )?;
+        let shape = broadcast_shape("add_", an.shape(), bn.shape())?;
+        if shape != an.shape() {
+            return Err(Error::ShapeMismatch {
+                op: "add_",
+                what: "the second operand must broadcast to the first, whose {expected} elements the output keeps (it has {found})",
+                expected: an.shape().numel(),
+                found: shape.numel(),
+            });
+        }
         if ai < self.num_params() || !self.can_overwrite(ai) {
             return Err(Error::InvalidState {
                 what: "add_: the first operand is a parameter, is shared by a view, or its value is needed for backward (use add)",
@@ -103,10 +139,23 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             false => Op::LEAF,
         };
         let (out, _) = self.take_over("add_", ai, op, Some(Self::add_rule), rg, 0)?;
+        let walk = Broadcast::new(&shape, &shape, &bn.shape());
         match ai == bi {
             true => self.exec([], an.data, |[], a| a.iter_mut().for_each(|v| *v = *v + *v))?,
             false => self.exec([bn.data], an.data, |[b], a| {
-                a.iter_mut().zip(b).for_each(|(v, &w)| *v += w)
+                // Row by row `a += b`, with `a` as its own first operand.
+                walk.rows(|o, _, ib, len, _, sb| {
+                    let Some(a) = a.get_mut(o..o + len) else {
+                        return;
+                    };
+                    match sb {
+                        1 => a.iter_mut().zip(&b[ib..]).for_each(|(v, &w)| *v += w),
+                        _ => {
+                            let w = b.get(ib).copied().unwrap_or(S::ZERO);
+                            a.iter_mut().for_each(|v| *v += w)
+                        }
+                    }
+                })
             })?,
         }
         Ok(out)
@@ -115,17 +164,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// add's backward rule, recorded by [`Graph::add`] and [`Graph::add_`].
     fn add_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &ADD)?;
-        g.add_backward(i, op.input(0), op.input(1))
-    }
-
-    fn add_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
-        let gy = self.grads_for(i)?;
-        for x in [a, b] {
-            if let Some(gx) = self.grad_of(x) {
-                self.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| g))?;
-            }
-        }
-        Ok(())
+        g.pass_grad(i, op.input(0), S::ONE)?;
+        g.pass_grad(i, op.input(1), S::ONE)
     }
 
     /// `a * b`, element by element.
@@ -136,18 +176,9 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// mul's backward rule, recorded by [`Graph::mul`].
     fn mul_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &MUL)?;
-        g.mul_backward(i, op.input(0), op.input(1))
-    }
-
-    fn mul_backward(&mut self, i: usize, a: NodeId, b: NodeId) -> Result<()> {
-        let gy = self.grads_for(i)?;
-        let (ad, bd) = (self.nodes[a as usize].data, self.nodes[b as usize].data);
-        for (x, other) in [(a, bd), (b, ad)] {
-            if let Some(gx) = self.grad_of(x) {
-                self.exec([gy, other], gx, |[gy, o], gx| grad_map(gy, o, gx, |g, o| g * o))?;
-            }
-        }
-        Ok(())
+        let (a, b) = (op.input(0), op.input(1));
+        g.binary_grad(i, a, b, |g, o| g * o)?;
+        g.binary_grad(i, b, a, |g, o| g * o)
     }
 
     /// `a - b`.
@@ -158,13 +189,8 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// sub's backward rule, recorded by [`Graph::sub`].
     fn sub_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &SUB)?;
-        let gy = g.grads_for(i)?;
-        for (x, sign) in [(op.input(0), S::ONE), (op.input(1), -S::ONE)] {
-            if let Some(gx) = g.grad_of(x) {
-                g.exec([gy, gy], gx, |[gy, s], gx| grad_map(gy, s, gx, |g, _| sign * g))?;
-            }
-        }
-        Ok(())
+        g.pass_grad(i, op.input(0), S::ONE)?;
+        g.pass_grad(i, op.input(1), -S::ONE)
     }
 
     /// `a / b`, element by element (division by zero as the scalar type does it:
@@ -174,25 +200,22 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     }
 
     /// div's backward rule, recorded by [`Graph::div`]: `ga += gy / b`,
-    /// `gb -= gy * a / b^2`.
+    /// `gb -= gy * a / b^2` (the output, `a / b`, is not kept: `gb -= gy * (a / b) / b`
+    /// with `a / b` recomputed).
     fn div_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {
         let op = g.record(i, &DIV)?;
         let (a, b) = (op.input(0), op.input(1));
+        g.binary_grad(i, a, b, |g, b| g.div(b))?;
         let gy = g.grads_for(i)?;
-        let (ad, bd) = (g.nodes[a as usize].data, g.nodes[b as usize].data);
-        if let Some(ga) = g.grad_of(a) {
-            g.exec([gy, bd], ga, |[gy, b], ga| grad_map(gy, b, ga, |g, b| g.div(b)))?;
-        }
-        if let Some(gb) = g.grad_of(b) {
-            g.exec([gy, ad, bd], gb, |[gy, a, b], gb| {
-                for (((d, &g), &a), &b) in gb.iter_mut().zip(gy).zip(a).zip(b) {
-                    *d += -(g * a.div(b)).div(b);
-                }
-            })?;
-        }
-        Ok(())
+        let Some(gb) = g.grad_of(b) else {
+            return Ok(());
+        };
+        let (out, an, bn) = (g.nodes[i], g.nodes[a as usize], g.nodes[b as usize]);
+        let walk = Broadcast::new(&out.shape(), &an.shape(), &bn.shape());
+        g.exec([gy, an.data, bn.data], gb, |[gy, av, bv], gb| {
+            div_grad_b(&walk, gy, av, bv, gb)
+        })
     }
-
     fn sub_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], _: &dyn Attrs) -> Result<Tensor> {
         g.sub(need("sub", t, 0)?, need("sub", t, 1)?)
     }

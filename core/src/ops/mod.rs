@@ -16,9 +16,9 @@
 //! |---|---|---|
 //! | convolution | `conv2d`, `conv1d`, `conv_transpose2d`, `linear` | `conv.rs`, `conv1d.rs`, `conv_transpose.rs`, `linear.rs` |
 //! | pooling | `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d`, `adaptive_max_pool2d` | `pool.rs`, `adaptive_max.rs` |
-//! | activation | `relu`, `leaky_relu`, `sigmoid`, `tanh`, `relu6`, `hardswish`, `hardsigmoid`, `softmax`, `log_softmax` | `activation.rs`, `hard.rs`, `softmax.rs` |
+//! | activation | `relu`, `leaky_relu`, `sigmoid`, `tanh`, `silu`, `relu6`, `hardswish`, `hardsigmoid`, `softmax`, `log_softmax` | `activation.rs`, `hard.rs`, `softmax.rs` |
 //! | normalisation, regularisation | `batch_norm`, `group_norm`, `dropout` | `batch_norm.rs`, `group_norm.rs`, `dropout.rs` |
-//! | element-wise | `add`, `sub`, `mul`, `div`, `affine_scalar`, `mul_scalar`, `add_scalar` | `elementwise.rs`, `scalar_affine.rs` |
+//! | element-wise | `add`, `sub`, `mul`, `div` (broadcasting), `affine_scalar`, `mul_scalar`, `add_scalar` | `elementwise.rs`, `scalar_affine.rs` |
 //! | shape | `flatten`, `cat`, `permute`, `pad`, `interpolate`, `sum`, `mean` | `reshape.rs`, `layout.rs`, `pad.rs`, `interpolate.rs`, `reduce.rs` |
 //! | loss | `cross_entropy` (per-pixel, `ignore_index`), `nll_loss`, `mse_loss` | `loss.rs`, `nll.rs` |
 //!
@@ -121,6 +121,7 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::LEAKY_RELU_SPEC,
         Graph::SIGMOID_SPEC,
         Graph::TANH_SPEC,
+        Graph::SILU_SPEC,
         Graph::RELU6_SPEC,
         Graph::HARDSWISH_SPEC,
         Graph::HARDSIGMOID_SPEC,

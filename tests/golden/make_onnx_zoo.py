@@ -2,15 +2,16 @@
 """The ONNX zoo for torchlet-onnx's importer tests: tiny PyTorch models exported with both
 exporters of `torch.onnx.export`, plus reference outputs and one SGD step.
 
-    python3 tests/golden/make_onnx_zoo.py
+    python3 tests/golden/make_onnx_zoo.py [NAME ...]    # all, or only the models named
 
-Needs torch, onnx, onnxruntime and safetensors (CI does not: the files it writes are committed).
+Needs torch, torchvision, onnx, onnxruntime and safetensors (CI does not: the files it writes are committed).
 Writes into tests/golden/onnx/:
   - NAME.ts.onnx      TorchScript exporter (dynamo=False, opset 13, 17 or 18 as listed in ZOO,
                       no constant folding), dynamic_axes on batch and the free spatial dims;
   - NAME.dyn.onnx     the dynamo exporter (dynamo=True, dynamic_shapes), with its initializers
                       as external data in NAME.dyn.onnx.data (external_data=True; the
-                      optimizer off for the model with BatchNorm, which it would fold);
+                      optimizer off for the models with BatchNorm, which it would fold;
+                      the models in SLIM without the nodes' metadata);
   - NAME.ref.safetensors  the parameters and buffers (state_dict names), the inputs `x.K`
                       at several sizes (some never exported), PyTorch's outputs `y.K` (eval
                       mode) and onnxruntime's `ort.K` for the TorchScript file, and, after one
@@ -152,6 +153,48 @@ class PadResize(nn.Module):
         return F.softmax(self.c3(x), dim=1)
 
 
+class SENet(nn.Module):
+    """Squeeze-and-excitation with a sigmoid and a hardsigmoid scale (torchvision's
+    block, as MobileNetV3 and EfficientNet use it), SiLU, and arithmetic with constants
+    on either side: scalars, and a registered buffer broadcast per channel."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.ops import SqueezeExcitation
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, stride=2, padding=1, bias=False),
+                                  nn.BatchNorm2d(8), nn.SiLU())
+        self.se1 = SqueezeExcitation(8, 4, activation=nn.SiLU)
+        self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False),
+                                nn.BatchNorm2d(8), nn.Hardswish())
+        self.se2 = SqueezeExcitation(8, 4, scale_activation=nn.Hardsigmoid)
+        self.register_buffer("shift", torch.linspace(-0.5, 0.5, 8).reshape(8, 1, 1))
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.se2(self.dw(self.se1(self.stem(x))))
+        x = (x - self.shift) * 0.5 + 1.0
+        x = 2.0 - x / 4.0
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+def mobilenet_v3_small():
+    """torchvision's MobileNetV3-Small (width 0.1, reduced tail, a 32-wide head, no
+    dropout so that a training step is deterministic): hardswish, SE with hardsigmoid."""
+    from torchvision.models.mobilenetv3 import MobileNetV3, _mobilenet_v3_conf
+    setting, _ = _mobilenet_v3_conf("mobilenet_v3_small", width_mult=0.1, reduced_tail=True)
+    return MobileNetV3(setting, 32, num_classes=10, dropout=0.0)
+
+
+def efficientnet_b0():
+    """torchvision's EfficientNet-B0 (width 0.1, depth 0.25, a 32-wide head, no dropout
+    or stochastic depth): SiLU, SE with sigmoid, depthwise 3x3 and 5x5."""
+    from torchvision.models.efficientnet import EfficientNet, _efficientnet_conf
+    setting, _ = _efficientnet_conf("efficientnet_b0", width_mult=0.1, depth_mult=0.25)
+    return EfficientNet(setting, dropout=0.0, stochastic_depth_prob=0.0, num_classes=10,
+                        last_channel=32)
+
+
 # name: (constructor, C, export size (H, W) or (L,), sizes to test, loss kind, TorchScript opset)
 ZOO = {
     "w1": (w1, 1, (28, 28), [(28, 28), (20, 24), (13, 9)], "ce", 13),
@@ -160,7 +203,24 @@ ZOO = {
     "unetish": (UNetish, 1, (16, 16), [(16, 16), (8, 12), (20, 6)], "mse", 18),
     "seq1d": (Seq1d, 2, (32,), [(32,), (24,), (17,)], "ce", 13),
     "padresize": (PadResize, 1, (8, 8), [(8, 8), (9, 6), (5, 7)], "mse", 17),
+    "senet": (SENet, 1, (16, 16), [(16, 16), (12, 20), (7, 9)], "ce", 17),
+    "mobilenet_v3_small": (mobilenet_v3_small, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
+    "efficientnet_b0": (efficientnet_b0, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
 }
+
+
+# Models whose dynamo export is kept without its per-node metadata (the exporter's
+# stack traces and FX names: 90% of the file, nothing the importer reads).
+SLIM = {"senet", "mobilenet_v3_small", "efficientnet_b0"}
+
+
+def slim(path):
+    m = onnx.load(path)
+    for n in m.graph.node:
+        del n.metadata_props[:]
+    os.remove(path + ".data")
+    onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location=os.path.basename(path) + ".data", size_threshold=0)
 
 
 def spatial_names(rank):
@@ -190,9 +250,12 @@ def export_dyn(model, x, path, fixed, optimize):
     prog.save(path, external_data=True)
 
 
-def main():
+def main(only=()):
+    """Writes every model of ZOO, or only those named."""
     os.makedirs(OUT, exist_ok=True)
     for name, (ctor, c, size, sizes, loss, opset) in ZOO.items():
+        if only and name not in only:
+            continue
         torch.manual_seed(0)
         model = ctor()
         if any(isinstance(m, nn.BatchNorm2d) for m in model.modules()):
@@ -208,7 +271,10 @@ def main():
         dyn = os.path.join(OUT, f"{name}.dyn.onnx")
         export_ts(model, x, ts, opset, fixed)
         # The optimizer folds BatchNorm into the convolutions: off where there is some.
-        export_dyn(model, x, dyn, fixed, optimize=name != "mobilenetish")
+        has_bn = any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+        export_dyn(model, x, dyn, fixed, optimize=not has_bn)
+        if name in SLIM:
+            slim(dyn)
         onnx.checker.check_model(ts)
         sess = ort.InferenceSession(ts, providers=["CPUExecutionProvider"])
         sess_dyn = ort.InferenceSession(dyn, providers=["CPUExecutionProvider"])
@@ -244,7 +310,8 @@ def main():
         save_file({k: v.contiguous() for k, v in ref.items()},
                   os.path.join(OUT, f"{name}.ref.safetensors"))
         print(name, "ok", os.path.getsize(ts), os.path.getsize(dyn))
-    refused()
+    if not only:
+        refused()
 
 
 def refused():
@@ -279,4 +346,4 @@ if __name__ == "__main__":
         os.makedirs(OUT, exist_ok=True)
         refused()
     else:
-        main()
+        main(sys.argv[1:])

@@ -11,13 +11,16 @@ use torchlet::Graph;
 use torchlet_onnx::{import, Options};
 
 /// (model, loss) as the fixture script trains them.
-const ZOO: [(&str, &str); 6] = [
+const ZOO: [(&str, &str); 9] = [
     ("w1", "ce"),
     ("lenet5", "ce"),
     ("mobilenetish", "ce"),
     ("unetish", "mse"),
     ("seq1d", "ce"),
     ("padresize", "mse"),
+    ("senet", "ce"),
+    ("mobilenet_v3_small", "ce"),
+    ("efficientnet_b0", "ce"),
 ];
 
 fn golden(f: &str) -> Vec<u8> {
@@ -57,8 +60,8 @@ fn one_sgd_step_of_every_zoo_model_equals_pytorchs() {
             let bytes = encode(&spec).unwrap();
             let mf = ModelFile::parse(&bytes).unwrap();
             let refs = reference(model);
-            let mut arena = vec![0.0f32; 1 << 20];
-            let mut g: Graph<f32, 256> = Graph::new(&mut arena);
+            let mut arena = vec![0.0f32; 4 << 20];
+            let mut g: Graph<f32, 1024> = Graph::new(&mut arena);
             let m = Model::new(&mut g, mf).unwrap();
             let mut sgd = Sgd::new(&mut g, 0.1, 0.0, 0.0).unwrap();
             g.set_training(true);

@@ -260,6 +260,11 @@ pub fn run(s: Settings, limits: Limits) -> Result<(), String> {
             s.data.display()
         ));
     }
+    // BatchNorm counted its batches (training mode: every parameter trained).
+    if g.is_training() {
+        m.count_batches(&mut g, (steps - skipped) as u64)
+            .map_err(|e| e.to_string())?;
+    }
     let out = m.to_file_bytes(&g).map_err(|e| e.to_string())?;
     files::write(&s.output, &out)?;
     let skipped = match skipped {

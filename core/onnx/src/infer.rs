@@ -300,10 +300,17 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
             .collect::<Result<_, _>>()?,
         "add" | "sub" | "mul" | "div" => {
             let y = get(1)?;
-            if x != y {
-                return Err(format!("shapes {x:?} and {y:?} differ"));
+            let rank = x.len().max(y.len());
+            let at = |s: &[usize], i: usize| if i < s.len() { s[s.len() - 1 - i] } else { 1 };
+            let mut o = vec![1; rank];
+            for i in 0..rank {
+                o[rank - 1 - i] = match (at(&x, i), at(&y, i)) {
+                    (p, q) if p == q || q == 1 => p,
+                    (1, q) => q,
+                    _ => return Err(format!("shapes {x:?} and {y:?} do not broadcast")),
+                };
             }
-            x
+            o
         }
         "batch_norm" => {
             if rank < 2 || get(1)?.first() != Some(&x[1]) {

@@ -1,4 +1,5 @@
-//! The mappings with more to decide: arithmetic (and the linear bias after a MatMul),
+//! The mappings with more to decide: arithmetic (broadcasting; constants as scalar ops
+//! or frozen tensors; the linear bias after a MatMul; `x * sigmoid(x)` as silu),
 //! BatchNorm (kept, or folded into its convolution), pooling, reductions, Reshape, Pad
 //! and Resize.
 
@@ -20,6 +21,34 @@ fn run(v: Option<&Value>, what: &str) -> Result<(ValueRef, Vec<Dim>), String> {
         )),
         None => Err(format!("its {what} is missing")),
     }
+}
+
+/// The shape of `a op b` under NumPy broadcasting, dim by dim from the right; a free
+/// dim against 1 stays free, two different free dims are taken as equal (the engine
+/// checks them at run time), `None` when two known dims differ with neither 1.
+pub(crate) fn broadcast(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
+    let rank = a.len().max(b.len());
+    let one = Dim::Known(1);
+    let at = |s: &[Dim], i: usize| {
+        if i < s.len() {
+            s[s.len() - 1 - i].clone()
+        } else {
+            one.clone()
+        }
+    };
+    let mut out = vec![Dim::Unknown; rank];
+    for i in 0..rank {
+        let (p, q) = (at(a, i), at(b, i));
+        out[rank - 1 - i] = match (&p, &q) {
+            _ if p == q => p,
+            (Dim::Known(1), _) => q,
+            (_, Dim::Known(1)) => p,
+            (Dim::Known(_), Dim::Known(_)) => return None,
+            (Dim::Known(_), _) => p,
+            _ => q,
+        };
+    }
+    Some(out)
 }
 
 /// An attr value rounded to the decimal an f32 was written as.
@@ -57,37 +86,108 @@ impl Importer<'_> {
                     });
                 }
             }
-            return Err(format!(
-                "{} with a constant is not supported (only between two computed tensors of one shape)",
-                n.op_type
-            ));
+            let constant_first = matches!(a, Value::Float { .. });
+            return self.arith_constant(n, &op, (*r, shape), c, constant_first);
         }
         let ((x, xs), (y, ys)) = (run(Some(a), "first input")?, run(Some(b), "second input")?);
-        let clash = xs.len() != ys.len()
-            || xs
-                .iter()
-                .zip(&ys)
-                .any(|(p, q)| matches!((p, q), (Dim::Known(p), Dim::Known(q)) if p != q));
-        if clash {
-            return Err(format!(
-                "broadcasting is not supported ({} of shapes that differ)",
-                n.op_type
-            ));
+        let shape = broadcast(&xs, &ys).ok_or(format!(
+            "{} of shapes that do not broadcast ({xs:?} and {ys:?})",
+            n.op_type
+        ))?;
+        if let Some(v) = self.silu(n, &op, (x, &xs), (y, &ys)) {
+            return Ok(v);
         }
-        let shape = xs
-            .iter()
-            .zip(&ys)
-            .map(|(p, q)| {
-                if matches!(p, Dim::Known(_)) {
-                    p.clone()
-                } else {
-                    q.clone()
-                }
-            })
-            .collect();
         Ok(self.emit(&op, n, vec![Some(x), Some(y)], vec![], shape))
     }
 
+    /// `x * sigmoid(x)` (how both exporters write `nn.SiLU`) as one silu node: the
+    /// sigmoid node just made becomes the silu when nothing else reads its output.
+    fn silu(
+        &mut self,
+        n: &NodeProto,
+        op: &str,
+        a: (ValueRef, &[Dim]),
+        b: (ValueRef, &[Dim]),
+    ) -> Option<Value> {
+        if op != "mul" || a.1 != b.1 {
+            return None;
+        }
+        for ((x, _), (s, shape), name) in [(a, b, n.input.get(1)?), (b, a, n.input.first()?)] {
+            let ValueRef::Node(k) = s else {
+                continue;
+            };
+            let node = &self.spec.nodes[k];
+            let once = self.uses.get(name).copied().unwrap_or(0) <= 1;
+            if node.op == "sigmoid"
+                && node.inputs.first() == Some(&Some(x))
+                && once
+                && k + 1 == self.spec.nodes.len()
+            {
+                self.spec.nodes[k].op = "silu".into();
+                return Some(Value::Run {
+                    r: s,
+                    shape: shape.to_vec(),
+                });
+            }
+        }
+        None
+    }
+
+    /// Arithmetic of a computed tensor `x` and a real constant `c`: a scalar constant
+    /// becomes `mul_scalar`, `add_scalar` or `affine_scalar` (`c - x`), a constant
+    /// divisor its reciprocal; a constant tensor (or a scalar dividend) is a frozen
+    /// tensor broadcast against `x`.
+    fn arith_constant(
+        &mut self,
+        n: &NodeProto,
+        op: &str,
+        (x, xs): (ValueRef, &Vec<Dim>),
+        c: &Value,
+        constant_first: bool,
+    ) -> Result<Value, String> {
+        let Value::Float { dims, data, .. } = c else {
+            return Err("its constant must be real".into());
+        };
+        let cs: Vec<Dim> = dims.iter().map(|&d| Dim::Known(d as i64)).collect();
+        let shape = broadcast(xs, &cs).ok_or(format!(
+            "{} of shapes that do not broadcast ({xs:?} and the constant's {dims:?})",
+            n.op_type
+        ))?;
+        let scalar = match (data.as_slice(), shape == *xs) {
+            ([v], true) if v.is_finite() => Some(*v),
+            _ => None,
+        };
+        let scaled = |s: f32, t: f32| -> (&str, Vec<(&str, AttrValue)>) {
+            match (s == 1.0, t == 0.0) {
+                (_, true) => ("mul_scalar", vec![("other", AttrValue::Float(short(s)))]),
+                (true, false) => ("add_scalar", vec![("other", AttrValue::Float(short(t)))]),
+                _ => (
+                    "affine_scalar",
+                    vec![
+                        ("scale", AttrValue::Float(short(s))),
+                        ("shift", AttrValue::Float(short(t))),
+                    ],
+                ),
+            }
+        };
+        let mapped = match (op, scalar, constant_first) {
+            ("mul", Some(v), _) => Some(scaled(v, 0.0)),
+            ("add", Some(v), _) => Some(scaled(1.0, v)),
+            ("sub", Some(v), false) => Some(scaled(1.0, -v)),
+            ("sub", Some(v), true) => Some(scaled(-1.0, v)),
+            ("div", Some(v), false) if v != 0.0 && (1.0 / v).is_finite() => Some(scaled(1.0 / v, 0.0)),
+            _ => None,
+        };
+        if let Some((name, attrs)) = mapped {
+            return Ok(self.emit(name, n, vec![Some(x)], attrs, shape));
+        }
+        let t = self.tensor(c, n, "constant", TensorKind::Buffer)?;
+        let inputs = match constant_first {
+            true => vec![Some(t), Some(x)],
+            false => vec![Some(x), Some(t)],
+        };
+        Ok(self.emit(op, n, inputs, vec![], shape))
+    }
     pub(crate) fn batch_norm(&mut self, n: &NodeProto, ins: &[Option<Value>]) -> Result<Value, String> {
         let (x, s) = run(ins.first().and_then(Option::as_ref), "input")?;
         if attr_int(n, "training_mode").unwrap_or(0) != 0 {

@@ -73,6 +73,7 @@
 //! before it.
 
 mod attrs;
+mod batches;
 mod choice;
 #[cfg(feature = "std")]
 mod encode;

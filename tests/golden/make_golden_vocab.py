@@ -75,6 +75,9 @@ def run_new_op(op, p, ins):
     if op in ("add", "sub", "mul", "div"):
         o = ins["other"]
         return {"add": x + o, "sub": x - o, "mul": x * o, "div": x / o}[op]
+    if op == "slice":
+        d = p.get("dim", 0) % x.dim()
+        return x[(slice(None),) * d + (slice(p.get("start", 0), p.get("end"), p.get("step", 1)),)]
     if op == "silu":
         return F.silu(x)
     if op == "leaky_relu":
@@ -314,6 +317,18 @@ def build():
         case(f"{op}-bcast-smaller-first", op, None, {"input": V(1, 3), "other": first})
         case(f"{op}-bcast-both", op, None, {"input": V(2, 1, 4), "other": other(1, 3, 1)})
 
+    # slice of activations: channel halves, steps, negative and past-the-end bounds
+    case("slice-channels-first-half", "slice", {"dim": 1, "start": 0, "end": 3},
+         {"input": V(2, 6, 2, 2)})
+    case("slice-channels-second-half", "slice", {"dim": 1, "start": 3, "end": 6},
+         {"input": V(2, 6, 2, 2)})
+    case("slice-width-step2", "slice", {"dim": 3, "start": 1, "end": 7, "step": 2},
+         {"input": V(1, 2, 3, 7)})
+    case("slice-negative-start-past-end", "slice", {"dim": -1, "start": -3, "end": 100},
+         {"input": V(3, 5)})
+    case("slice-step3-3d", "slice", {"dim": 2, "start": 0, "end": 8, "step": 3},
+         {"input": V(2, 2, 8)})
+
     # adaptive_max_pool2d (distinct values: no ties)
     for oh, ow, x in [(1, 1, (2, 3, 5, 7)), (2, 2, (1, 2, 5, 7)), (3, 2, (2, 1, 5, 7)),
                       (4, 5, (1, 1, 3, 3))]:
@@ -341,6 +356,8 @@ def build():
     bad("bad-permute-not-a-permutation", "permute", {"dims": [0, 0, 1]}, {"input": V(2, 3, 4)}, IP)
     bad("bad-mean-dim-out-of-range", "mean", {"dim": [3], "keepdim": False}, {"input": V(2, 3)}, IP)
     bad("bad-sub-shape-mismatch", "sub", None, {"input": V(2, 3), "other": V(3, 2)}, SM)
+    bad("bad-slice-step-0", "slice", {"dim": 1, "start": 0, "end": 2, "step": 0},
+        {"input": V(2, 3)}, IP)
     bad("bad-mul-no-broadcast", "mul", None, {"input": V(2, 3, 4, 4), "other": V(2, 4, 1, 1)}, SM)
     bad("bad-conv1d-channel-mismatch", "conv1d",
         {"stride": [1], "padding": [0], "dilation": [1], "groups": 1},

@@ -16,12 +16,15 @@ Writes into tests/golden/onnx/:
                       at several sizes (some never exported), PyTorch's outputs `y.K` (eval
                       mode) and onnxruntime's `ort.K` for the TorchScript file, and, after one
                       SGD step (lr 0.1, cross-entropy or mean-square loss as listed, model in
-                      training mode on `x.0`, targets `t`), the updated state_dict as `sgd.NAME`;
+                      training mode on `x.0`, targets `t`), the updated state_dict as `sgd.NAME`
+                      and, for the models in SLIM, the same step in float64 as `sgd64.NAME`
+                      (their `x.0` drawn until that step is stable: `stable_input`);
   - refused_lstm.onnx, refused_scale.onnx  tiny models with an LSTM node and with arithmetic
                       on a constant (the importer must refuse them by node); `--refused-only`
                       writes just these.
 Seeds are fixed; outputs of reruns can differ in the last bits across torch versions.
 """
+import copy
 import os
 import warnings
 
@@ -156,7 +159,8 @@ class PadResize(nn.Module):
 class SENet(nn.Module):
     """Squeeze-and-excitation with a sigmoid and a hardsigmoid scale (torchvision's
     block, as MobileNetV3 and EfficientNet use it), SiLU, and arithmetic with constants
-    on either side: scalars, and a registered buffer broadcast per channel."""
+    on either side: scalars, and a registered buffer broadcast per channel; Split and a
+    strided Slice of activations."""
 
     def __init__(self):
         super().__init__()
@@ -172,10 +176,18 @@ class SENet(nn.Module):
 
     def forward(self, x):
         x = self.se2(self.dw(self.se1(self.stem(x))))
+        a, b = x.chunk(2, dim=1)  # Split of activations, swapped back together
+        x = torch.cat([b, a], 1)
+        x = x + x[:, :, :, ::2].mean(dim=3, keepdim=True)  # a strided Slice of W
         x = (x - self.shift) * 0.5 + 1.0
         x = 2.0 - x / 4.0
         x = F.adaptive_avg_pool2d(x, 1).flatten(1)
         return self.fc(x)
+
+
+def mlp():
+    """A plain MLP on [N, features]: Linear, ReLU, Linear, LogSoftmax over the features."""
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4), nn.LogSoftmax(dim=1))
 
 
 def mobilenet_v3_small():
@@ -195,6 +207,18 @@ def efficientnet_b0():
                         last_channel=32)
 
 
+def ghostnet():
+    """timm's GhostNet (width 0.1, no dropout): ghost modules, whose outputs are
+    channel Slices of a concat. Its head (a 1x1 conv to 1280 features, fixed by the
+    constructor) is narrowed to 32 after construction, to keep the fixture small."""
+    from timm.models.ghostnet import _create_ghostnet
+    m = _create_ghostnet("ghostnet_100", width=0.1, num_classes=10, drop_rate=0.0)
+    m.conv_head = nn.Conv2d(m.conv_head.in_channels, 32, 1)
+    m.num_features = 32
+    m.classifier = nn.Linear(32, 10)
+    return m
+
+
 # name: (constructor, C, export size (H, W) or (L,), sizes to test, loss kind, TorchScript opset)
 ZOO = {
     "w1": (w1, 1, (28, 28), [(28, 28), (20, 24), (13, 9)], "ce", 13),
@@ -203,15 +227,17 @@ ZOO = {
     "unetish": (UNetish, 1, (16, 16), [(16, 16), (8, 12), (20, 6)], "mse", 18),
     "seq1d": (Seq1d, 2, (32,), [(32,), (24,), (17,)], "ce", 13),
     "padresize": (PadResize, 1, (8, 8), [(8, 8), (9, 6), (5, 7)], "mse", 17),
+    "mlp": (mlp, 6, (), [(), (), ()], "ce", 17),
     "senet": (SENet, 1, (16, 16), [(16, 16), (12, 20), (7, 9)], "ce", 17),
     "mobilenet_v3_small": (mobilenet_v3_small, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
     "efficientnet_b0": (efficientnet_b0, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
+    "ghostnet": (ghostnet, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
 }
 
 
 # Models whose dynamo export is kept without its per-node metadata (the exporter's
 # stack traces and FX names: 90% of the file, nothing the importer reads).
-SLIM = {"senet", "mobilenet_v3_small", "efficientnet_b0"}
+SLIM = {"mlp", "senet", "mobilenet_v3_small", "efficientnet_b0", "ghostnet"}
 
 
 def slim(path):
@@ -223,8 +249,36 @@ def slim(path):
               location=os.path.basename(path) + ".data", size_threshold=0)
 
 
+def step64(model, x, t):
+    """The state_dict after one SGD step (lr 0.1, cross-entropy) of a float64 copy."""
+    m = copy.deepcopy(model).double().train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    F.cross_entropy(m(x.double()), t).backward()
+    opt.step()
+    return {k: v for k, v in m.state_dict().items() if v.is_floating_point()}
+
+
+def stable_input(model, shape, t, g, tries=20):
+    """A random input whose one-step result barely moves when the input does (a relative
+    1e-7 perturbation, three times, moves no value of the float64 step by 1e-6): one
+    SGD step of a random ReLU network with BatchNorm in training mode is ill-conditioned
+    on some inputs (a ReLU input within rounding of zero), where neither float32 PyTorch
+    nor torchlet can be compared to anything."""
+    for _ in range(tries):
+        x = torch.randn(*shape, generator=g)
+        base = step64(model, x, t)
+        worst = 0.0
+        for s in range(3):
+            e = torch.randn(*shape, generator=torch.Generator().manual_seed(100 + s))
+            moved = step64(model, x.double() * (1 + 1e-7 * e.double()), t)
+            worst = max(worst, max((moved[k] - base[k]).abs().max().item() for k in base))
+        if worst < 1e-6:
+            return x
+    raise RuntimeError(f"no stable input in {tries} draws")
+
+
 def spatial_names(rank):
-    return ["h", "w"] if rank == 2 else ["l"]
+    return {0: [], 1: ["l"], 2: ["h", "w"]}[rank]
 
 
 def export_ts(model, x, path, opset, fixed):
@@ -282,6 +336,9 @@ def main(only=()):
         g = torch.Generator().manual_seed(1)
         for k, s in enumerate(sizes):
             xs = torch.randn(2 if k != 1 else 3, c, *s, generator=g)
+            if k == 0 and name in SLIM and loss == "ce":
+                t0 = torch.arange(2) % model(xs).shape[1]
+                xs = stable_input(model, xs.shape, t0, g)
             with torch.no_grad():
                 y = model(xs)
             o = sess.run(None, {"input": xs.numpy()})[0]
@@ -291,7 +348,9 @@ def main(only=()):
             ref[f"x.{k}"] = xs
             ref[f"y.{k}"] = y
             ref[f"ort.{k}"] = torch.from_numpy(o)
-        # One SGD step in training mode on x.0.
+        # One SGD step in training mode on x.0, also in float64 (sgd64.*, rounded to
+        # f32): a step of a BatchNorm network can be ill-conditioned in float32.
+        exact = copy.deepcopy(model).double().train() if name in SLIM else None
         model.train()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         x0 = ref["x.0"]
@@ -307,6 +366,14 @@ def main(only=()):
         opt.step()
         for k, v in model.state_dict().items():
             ref[f"sgd.{k}"] = v.detach().clone().contiguous()
+        if exact is not None:
+            opt = torch.optim.SGD(exact.parameters(), lr=0.1)
+            F.cross_entropy(exact(x0.double()), ref["t"]).backward() if loss == "ce" else \
+                F.mse_loss(exact(x0.double()), ref["t"].double()).backward()
+            opt.step()
+            for k, v in exact.state_dict().items():
+                v = v.detach().clone().contiguous()
+                ref[f"sgd64.{k}"] = v.float() if v.is_floating_point() else v
         save_file({k: v.contiguous() for k, v in ref.items()},
                   os.path.join(OUT, f"{name}.ref.safetensors"))
         print(name, "ok", os.path.getsize(ts), os.path.getsize(dyn))

@@ -11,16 +11,18 @@ use torchlet::ops::registry::{Attrs, OpSpec};
 use torchlet::{Graph, Tensor};
 use torchlet_onnx::{import, infer, Error, Options};
 
-const ZOO: [&str; 9] = [
+const ZOO: [&str; 11] = [
     "w1",
     "lenet5",
     "mobilenetish",
     "unetish",
     "seq1d",
     "padresize",
+    "mlp",
     "senet",
     "mobilenet_v3_small",
     "efficientnet_b0",
+    "ghostnet",
 ];
 
 /// torchvision's models, too long to list node by node: how many of each op.
@@ -56,6 +58,22 @@ fn expected_counts(model: &str, exporter: &str) -> Option<Vec<(&'static str, usi
             ("flatten", 1),
             ("add", 1),
         ],
+        // Ghost modules (their channel Slices take whole dims here: none left), 7 SE.
+        "ghostnet" => vec![
+            ("conv2d", 95),
+            ("batch_norm", 80),
+            ("relu", 42),
+            ("cat", 32),
+            ("add", 16),
+            ("mul", 7),
+            ("mean", if exporter == "ts" { 7 } else { 8 }),
+            ("hardsigmoid", 7),
+            ("linear", 1),
+            ("flatten", 1),
+        ]
+        .into_iter()
+        .chain((exporter == "ts").then_some(("adaptive_avg_pool2d", 1)))
+        .collect(),
         _ => return None,
     };
     counts.sort_unstable();
@@ -173,6 +191,7 @@ fn expected_ops(model: &str, exporter: &str) -> Vec<&'static str> {
             "conv2d",
             "softmax",
         ],
+        "mlp" => vec!["linear", "relu", "linear", "log_softmax"],
         "senet" => vec![
             "conv2d",
             "batch_norm",
@@ -192,6 +211,12 @@ fn expected_ops(model: &str, exporter: &str) -> Vec<&'static str> {
             "conv2d",
             "hardsigmoid",
             "mul",
+            "slice",
+            "slice",
+            "cat",
+            "slice",
+            "mean",
+            "add",
             "sub",
             "mul_scalar",
             "add_scalar",
@@ -456,7 +481,7 @@ impl Attrs for SpecAttrs<'_> {
 /// Runs an imported graph forward through the op registry, by name.
 fn forward(spec: &GraphSpec, dims: &[usize], x: &[f32]) -> (Vec<usize>, Vec<f32>) {
     let mut arena = vec![0f32; 8 << 20];
-    let mut g: Graph<f32, 512> = Graph::new(&mut arena);
+    let mut g: Graph<f32, 1024> = Graph::new(&mut arena);
     let input = g.input(dims, x).unwrap();
     let tensors: Vec<Tensor> = spec
         .tensors
@@ -476,7 +501,7 @@ fn forward(spec: &GraphSpec, dims: &[usize], x: &[f32]) -> (Vec<usize>, Vec<f32>
                 })
             })
             .collect();
-        let op = OpSpec::<f32, 512>::find(&n.op).unwrap();
+        let op = OpSpec::<f32, 1024>::find(&n.op).unwrap();
         outs.push(
             (op.call)(&mut g, &ins, &SpecAttrs(&n.attrs))
                 .unwrap_or_else(|e| panic!("{} {:?}: {e}", n.op, n.name)),

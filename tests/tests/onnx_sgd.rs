@@ -1,7 +1,11 @@
 //! One SGD step of every ONNX zoo model (tests/golden/make_onnx_zoo.py), imported,
 //! encoded as a model file and run by `torchlet::model::Model` in training mode, equals
 //! PyTorch's step (lr 0.1 on `x.0` and targets `t`, cross-entropy or mean-square loss as
-//! the script lists): every parameter and buffer of the updated `state_dict` within 1e-5.
+//! the script lists): every parameter and buffer of the updated `state_dict` within 1e-5
+//! of PyTorch's float32 step, or, for the models the script also stepped in float64
+//! (`sgd64.*`), within 1e-5 plus twice float32 PyTorch's own distance of the float64
+//! step (one SGD step through BatchNorm in training mode can be ill-conditioned in
+//! float32: GhostNet's first weight moves 2.6e-4 between PyTorch's float32 and float64).
 
 use safetensors::SafeTensors;
 use std::collections::BTreeMap;
@@ -11,16 +15,18 @@ use torchlet::Graph;
 use torchlet_onnx::{import, Options};
 
 /// (model, loss) as the fixture script trains them.
-const ZOO: [(&str, &str); 9] = [
+const ZOO: [(&str, &str); 11] = [
     ("w1", "ce"),
     ("lenet5", "ce"),
     ("mobilenetish", "ce"),
     ("unetish", "mse"),
     ("seq1d", "ce"),
     ("padresize", "mse"),
+    ("mlp", "ce"),
     ("senet", "ce"),
     ("mobilenet_v3_small", "ce"),
     ("efficientnet_b0", "ce"),
+    ("ghostnet", "ce"),
 ];
 
 fn golden(f: &str) -> Vec<u8> {
@@ -90,11 +96,19 @@ fn one_sgd_step_of_every_zoo_model_equals_pytorchs() {
                 }
                 let got = g.data(m.param(t.index).unwrap()).unwrap();
                 assert_eq!(t.shape.dims(), &wd[..], "{file} {}", t.name);
+                let exact = refs.get(&format!("sgd64.{}", t.name)).map(|(_, v)| v);
                 for (i, (a, b)) in got.iter().zip(want).enumerate() {
+                    // Against the float64 step where the script made one: as close to it
+                    // as PyTorch's float32 step is (twice its gap), or 1e-5.
+                    let (b, slack) = match exact {
+                        Some(e) => (e[i], 2.0 * (b - e[i]).abs()),
+                        None => (*b, 0.0),
+                    };
                     assert!(
-                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-                        "{file} {}[{i}]: {a} vs {b}",
-                        t.name
+                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()) + slack,
+                        "{file} {}[{i}]: {a} vs {b} (float32 PyTorch off by {})",
+                        t.name,
+                        slack / 2.0
                     );
                 }
                 checked += 1;

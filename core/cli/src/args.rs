@@ -1,15 +1,15 @@
 //! Sizes as people type them: `1x1x28x28`, `64KiB`.
 
-/// `1x1x28x28` -> `[1, 1, 28, 28]` (rank 3 or 4, every dim from 1 to u32::MAX).
+/// `1x1x28x28` -> `[1, 1, 28, 28]` (rank 2 to 4, every dim from 1 to u32::MAX).
 pub fn dims(s: &str) -> Result<Vec<usize>, String> {
     let d: Vec<usize> = s
         .split(['x', 'X', ','])
         .map(|p| p.trim().parse::<usize>())
         .collect::<Result<_, _>>()
         .map_err(|_| format!("input size {s:?}: expected dims like 1x1x28x28"))?;
-    if !(3..=4).contains(&d.len()) || d.contains(&0) {
+    if !(2..=4).contains(&d.len()) || d.contains(&0) {
         return Err(format!(
-            "input size {s:?}: expected 3 (NCL) or 4 (NCHW) dims of at least 1"
+            "input size {s:?}: expected 2 (N, features), 3 (NCL) or 4 (NCHW) dims of at least 1"
         ));
     }
     if let Some(big) = d.iter().find(|&&n| n > u32::MAX as usize) {

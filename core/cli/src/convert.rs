@@ -13,6 +13,9 @@ pub fn run(model: &Path, out: &Path, fold_bn: bool, freeze: &[String], int8: boo
     let options = torchlet_onnx::Options { fold_bn };
     let mut spec = torchlet_onnx::import_from_folder(&bytes, folder, &options)
         .map_err(|e| format!("{}: {e}", model.display()))?;
+    if let Some(note) = torchlet_onnx::notes::fused_batch_norm(&bytes) {
+        eprintln!("{}: {note}", model.display());
+    }
     let mut frozen = 0;
     for t in &mut spec.tensors {
         if let TensorKind::Param { trainable: true } = t.kind {

@@ -201,9 +201,9 @@ fn read_data(path: &Path) -> Result<Data, String> {
     };
     let (x, y) = (take("x")?, take("y")?);
     let n = x.shape.first().copied().unwrap_or(0);
-    if n == 0 || y.shape.first() != Some(&n) || !(3..=4).contains(&x.shape.len()) {
+    if n == 0 || y.shape.first() != Some(&n) || !(2..=4).contains(&x.shape.len()) {
         return Err(format!(
-            "{}: x has shape {:?} and y {:?}: need x NCHW or NCL and the same N >= 1",
+            "{}: x has shape {:?} and y {:?}: need x [N, features], NCL or NCHW and the same N >= 1",
             path.display(),
             x.shape,
             y.shape

@@ -83,7 +83,7 @@ enum Command {
     Info {
         /// The model file.
         model: PathBuf,
-        /// An input size, e.g. 1x1x28x28 (NCHW) or 1x40x100 (NCL).
+        /// An input size, e.g. 1x1x28x28 (NCHW), 1x40x100 (NCL) or 1x64 (N, features).
         #[arg(long)]
         input: Option<String>,
     },
@@ -112,7 +112,7 @@ enum Command {
         #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
         momentum: f32,
     },
-    /// Forward (eval mode) of every tensor in IN (f32, NCHW or NCL); outputs under the same names.
+    /// Forward (eval mode) of every tensor in IN (f32, NCHW, NCL or [N, features]); outputs under the same names.
     Run {
         /// The model file.
         model: PathBuf,

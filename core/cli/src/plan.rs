@@ -12,10 +12,11 @@ use torchlet::{Error, Graph, Result, Tensor};
 /// Tape capacity of the command's graphs (records of one step).
 pub const TAPE: usize = 2048;
 
-/// The input dims for a planner size `h x w`: `[n, c, h, w]`, or `[n, c, w]` for a
-/// sequence input (NCL), whose `h` is ignored.
+/// The input dims for a planner size `h x w`: `[n, c, h, w]`, `[n, c, w]` for a
+/// sequence input (NCL), whose `h` is ignored, or `[n, features]` as given.
 pub fn sized(dims: &[usize], h: usize, w: usize) -> Vec<usize> {
     match dims {
+        [_, _] => dims.to_vec(),
         [n, c, _] => vec![*n, *c, w],
         [n, c, ..] => vec![*n, *c, h, w],
         _ => dims.to_vec(),

@@ -16,8 +16,8 @@ pub fn run(model: &Path, input: &Path, output: &Path, limits: Limits) -> Result<
     let mut kept = 0usize;
     for t in files::read_tensors(input)? {
         let at = |e: String| format!("{}: tensor {:?} {:?}: {e}", input.display(), t.name, t.shape);
-        if !(3..=4).contains(&t.shape.len()) {
-            return Err(at("expected an NCHW or NCL tensor".into()));
+        if !(2..=4).contains(&t.shape.len()) {
+            return Err(at("expected an [N, features], NCL or NCHW tensor".into()));
         }
         let plan = inference_plan(file, &t.shape).map_err(at)?;
         within(limits, &plan, &t.shape, false).map_err(at)?;

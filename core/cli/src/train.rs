@@ -152,8 +152,8 @@ pub fn run(s: Settings, limits: Limits) -> Result<(), String> {
             y.shape
         ));
     }
-    if s.batch == 0 || !(3..=4).contains(&x.shape.len()) {
-        return Err("--batch must be at least 1, and x NCHW or NCL".into());
+    if s.batch == 0 || !(2..=4).contains(&x.shape.len()) {
+        return Err("--batch must be at least 1, and x [N, features], NCL or NCHW".into());
     }
     // N samples of at least one value each: N is bounded by the file's size (the
     // sample order below has N entries).

@@ -29,6 +29,8 @@ pub(crate) struct Importer<'o> {
     origins: Vec<Origin>,
     /// The names of `spec`'s nodes.
     node_names: HashSet<String>,
+    /// Sequences of computed tensors (`SplitToSequence`'s parts), by ONNX name.
+    pub(crate) sequences: HashMap<String, Vec<Value>>,
 }
 
 /// The largest fixed size of a graph input's dim: far past any tiny network's input, and
@@ -64,6 +66,7 @@ impl<'o> Importer<'o> {
             folded: 0,
             origins: Vec::new(),
             node_names: HashSet::new(),
+            sequences: HashMap::new(),
         };
         unique_names(g)?;
         for t in &g.initializer {
@@ -159,6 +162,9 @@ impl<'o> Importer<'o> {
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return Err(format!("op domain {:?} is not supported", n.domain));
         }
+        if n.op_type == "SequenceAt" {
+            return self.sequence_at(n);
+        }
         let value = |name: &String| {
             self.values
                 .get(name)
@@ -183,6 +189,21 @@ impl<'o> Importer<'o> {
                 // A `Constant`'s values are in the file; computed ones count.
                 self.check_folded(&v, n.op_type != "Constant")?;
                 v
+            }
+            None if n.op_type == "SplitToSequence" => {
+                let inputs: Vec<Option<Value>> = refs.into_iter().map(|v| v.cloned()).collect();
+                let parts = self.split_to_sequence(n, &inputs)?;
+                self.sequences.insert(first.clone(), parts);
+                return Ok(());
+            }
+            None if n.op_type == "Split" => {
+                // The one op of several outputs torchlet maps: a slice each.
+                let inputs: Vec<Option<Value>> = refs.into_iter().map(|v| v.cloned()).collect();
+                let parts = self.split(n, &inputs)?;
+                for (name, v) in n.output.iter().zip(parts) {
+                    self.values.insert(name.clone(), v);
+                }
+                return Ok(());
             }
             None => {
                 let inputs: Vec<Option<Value>> = refs.into_iter().map(|v| v.cloned()).collect();
@@ -355,17 +376,67 @@ fn unique_names(g: &GraphProto) -> Result<(), Error> {
 /// TorchScript exporter puts in node names (`/features/features.0/Conv` -> `features.0`)
 /// with the role (`weight`), else `node{index}.{role}`.
 fn torch_name(init: Option<&str>, node: &str, role: &str, index: usize) -> String {
-    if let Some(n) = init {
-        let plain = n
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-        if plain && !n.is_empty() && !n.starts_with("val_") && !n.starts_with("onnx_") {
-            return n.to_string();
+    if let Some(n) = init.filter(|n| !made_up(n)) {
+        return n.to_string();
+    }
+    match module_path(node) {
+        Some(path) => format!("{path}.{role}"),
+        None => format!("node{index}.{role}"),
+    }
+}
+
+/// Whether an initializer's name is one an exporter made (constant folding's
+/// `onnx::Conv_53`, the dynamo exporter's `val_12`, a node output `/conv/Constant_output_0`)
+/// rather than a `state_dict` name, which may hold any character PyTorch allows
+/// (RegNet's `block1-0`).
+fn made_up(name: &str) -> bool {
+    name.is_empty()
+        || ["onnx::", "onnx_", "val_", "_val_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        || name.contains('/')
+}
+
+/// The module path of a TorchScript-exported node (`/block/conv/conv.0/Conv` ->
+/// `block.conv.0`): each scope is the child's name as its parent printed it (`conv.0`
+/// inside `conv`), so a scope that extends the one before replaces it.
+fn module_path(node: &str) -> Option<String> {
+    let scopes: Vec<&str> = node.split('/').filter(|s| !s.is_empty()).collect();
+    let (_, modules) = scopes.split_last()?;
+    let mut path: Vec<&str> = Vec::new();
+    for s in modules {
+        match path.last() {
+            Some(prev) if s.strip_prefix(prev).is_some_and(|rest| rest.starts_with('.')) => {
+                *path.last_mut()? = s;
+            }
+            _ => path.push(s),
         }
     }
-    let parts: Vec<&str> = node.split('/').filter(|s| !s.is_empty()).collect();
-    match parts.len() {
-        2.. => format!("{}.{role}", parts[parts.len() - 2]),
-        _ => format!("node{index}.{role}"),
+    (!path.is_empty()).then(|| path.join("."))
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::{module_path, torch_name};
+
+    #[test]
+    fn names_are_state_dict_names() {
+        // Any character PyTorch allows in a module name survives.
+        let regnet = "trunk_output.block1.block1-0.proj.0.weight";
+        assert_eq!(torch_name(Some(regnet), "/x/Conv", "weight", 0), regnet);
+        assert_eq!(torch_name(Some("köpf.weight"), "", "weight", 0), "köpf.weight");
+        // Folded tensors are named by the module that owns the node.
+        assert_eq!(
+            torch_name(Some("onnx::Conv_53"), "/block/conv/conv.0/Conv", "weight", 3),
+            "block.conv.0.weight"
+        );
+        assert_eq!(torch_name(None, "Conv_7", "bias", 7), "node7.bias");
+        assert_eq!(
+            module_path("/features/features.1/features.1.0/block/block.0/block.0.0/Conv").as_deref(),
+            Some("features.1.0.block.0.0")
+        );
+        assert_eq!(module_path("/stem/stem.0/Conv").as_deref(), Some("stem.0"));
+        assert_eq!(module_path("/conv/Conv").as_deref(), Some("conv"));
+        assert_eq!(module_path("/Conv"), None);
     }
 }

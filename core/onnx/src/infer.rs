@@ -312,6 +312,18 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
             }
             o
         }
+        "slice" => {
+            let d = axis(int(n, "dim", 0), rank)?;
+            let len = x[d] as i64;
+            let b = |v: i64| (if v < 0 { v.saturating_add(len) } else { v }).clamp(0, len);
+            let (start, end, step) = (b(int(n, "start", 0)), b(int(n, "end", len)), int(n, "step", 1));
+            if step < 1 {
+                return Err(format!("slice step {step}"));
+            }
+            let mut o = x.clone();
+            o[d] = to_dim((end - start).max(0).saturating_add(step - 1) / step)?;
+            o
+        }
         "batch_norm" => {
             if rank < 2 || get(1)?.first() != Some(&x[1]) {
                 return Err(format!("input {x:?} does not have the BatchNorm's channels"));

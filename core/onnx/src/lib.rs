@@ -39,8 +39,10 @@ pub mod infer;
 mod infer_tests;
 #[cfg(test)]
 mod limits_tests;
+pub mod notes;
 mod ops;
 mod ops2;
+mod slices;
 mod tensor;
 
 use std::borrow::Cow;

@@ -300,6 +300,7 @@ impl Importer<'_> {
                 Ok(self.emit("permute", n, vec![Some(x)], vec![("dims", ints(&norm))], out))
             }
             "Pad" => self.pad(n, ins),
+            "Slice" => self.slice(n, ins),
             "Resize" | "Upsample" => self.resize(n, ins),
             _ => Err(format!("op type {op} is not supported")),
         }

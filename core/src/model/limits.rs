@@ -53,6 +53,7 @@ fn int_rule(name: &str) -> Option<IntRule> {
         "groups" | "num_groups" => rule(1, u32::MAX as i64, 1, "groups must be in 1..=4294967295; value"),
         "start_dim" => rule(-DIM, DIM - 1, 1, "start_dim must be one value in -4..=3; value"),
         "dim" | "dims" => rule(-DIM, DIM - 1, MAX_RANK, "a dim must be at most four values in -4..=3; value"),
+        "step" => rule(1, u32::MAX as i64, 1, "step must be one value in 1..=4294967295; value"),
         "output_size" | "size" => rule(0, u32::MAX as i64, 2, "an output size must be one or two values in 0..=4294967295; value"),
         _ => None,
     }

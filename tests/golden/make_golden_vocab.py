@@ -78,6 +78,9 @@ def run_new_op(op, p, ins):
     if op == "slice":
         d = p.get("dim", 0) % x.dim()
         return x[(slice(None),) * d + (slice(p.get("start", 0), p.get("end"), p.get("step", 1)),)]
+    if op == "channel_shuffle":
+        g, c = p["groups"], x.shape[1]
+        return x.reshape(x.shape[0], g, c // g, *x.shape[2:]).transpose(1, 2).reshape(x.shape)
     if op == "silu":
         return F.silu(x)
     if op == "leaky_relu":
@@ -329,6 +332,11 @@ def build():
     case("slice-step3-3d", "slice", {"dim": 2, "start": 0, "end": 8, "step": 3},
          {"input": V(2, 2, 8)})
 
+    # channel_shuffle (ShuffleNet)
+    case("channel_shuffle-g2", "channel_shuffle", {"groups": 2}, {"input": V(2, 6, 2, 3)})
+    case("channel_shuffle-g3-3d", "channel_shuffle", {"groups": 3}, {"input": V(1, 6, 4)})
+    case("channel_shuffle-g1", "channel_shuffle", {"groups": 1}, {"input": V(1, 3, 2, 2)})
+
     # adaptive_max_pool2d (distinct values: no ties)
     for oh, ow, x in [(1, 1, (2, 3, 5, 7)), (2, 2, (1, 2, 5, 7)), (3, 2, (2, 1, 5, 7)),
                       (4, 5, (1, 1, 3, 3))]:
@@ -356,6 +364,8 @@ def build():
     bad("bad-permute-not-a-permutation", "permute", {"dims": [0, 0, 1]}, {"input": V(2, 3, 4)}, IP)
     bad("bad-mean-dim-out-of-range", "mean", {"dim": [3], "keepdim": False}, {"input": V(2, 3)}, IP)
     bad("bad-sub-shape-mismatch", "sub", None, {"input": V(2, 3), "other": V(3, 2)}, SM)
+    bad("bad-channel_shuffle-groups-not-dividing", "channel_shuffle", {"groups": 4},
+        {"input": V(1, 6, 2, 2)}, IP, torch_rejects=False)
     bad("bad-slice-step-0", "slice", {"dim": 1, "start": 0, "end": 2, "step": 0},
         {"input": V(2, 3)}, IP)
     bad("bad-mul-no-broadcast", "mul", None, {"input": V(2, 3, 4, 4), "other": V(2, 4, 1, 1)}, SM)

@@ -207,6 +207,13 @@ def efficientnet_b0():
                         last_channel=32)
 
 
+def shufflenet_v2():
+    """torchvision's ShuffleNetV2 (the x0_5 layout narrowed: stages of 2, 3 and 2 blocks,
+    8-16-32-64 channels, a 32-wide head): channel split, channel shuffle."""
+    from torchvision.models.shufflenetv2 import ShuffleNetV2
+    return ShuffleNetV2([2, 3, 2], [8, 16, 32, 64, 32], num_classes=10)
+
+
 def ghostnet():
     """timm's GhostNet (width 0.1, no dropout): ghost modules, whose outputs are
     channel Slices of a concat. Its head (a 1x1 conv to 1280 features, fixed by the
@@ -231,13 +238,15 @@ ZOO = {
     "senet": (SENet, 1, (16, 16), [(16, 16), (12, 20), (7, 9)], "ce", 17),
     "mobilenet_v3_small": (mobilenet_v3_small, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
     "efficientnet_b0": (efficientnet_b0, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
+    "shufflenet_v2": (shufflenet_v2, 3, (64, 64), [(64, 64), (72, 56), (65, 47)], "ce", 17),
     "ghostnet": (ghostnet, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
 }
 
 
 # Models whose dynamo export is kept without its per-node metadata (the exporter's
 # stack traces and FX names: 90% of the file, nothing the importer reads).
-SLIM = {"mlp", "senet", "mobilenet_v3_small", "efficientnet_b0", "ghostnet"}
+SLIM = {"mlp", "senet", "mobilenet_v3_small", "efficientnet_b0", "ghostnet",
+        "shufflenet_v2"}
 
 
 def slim(path):

@@ -11,7 +11,7 @@ use torchlet::ops::registry::{Attrs, OpSpec};
 use torchlet::{Graph, Tensor};
 use torchlet_onnx::{import, infer, Error, Options};
 
-const ZOO: [&str; 11] = [
+const ZOO: [&str; 12] = [
     "w1",
     "lenet5",
     "mobilenetish",
@@ -23,6 +23,7 @@ const ZOO: [&str; 11] = [
     "mobilenet_v3_small",
     "efficientnet_b0",
     "ghostnet",
+    "shufflenet_v2",
 ];
 
 /// torchvision's models, too long to list node by node: how many of each op.
@@ -74,6 +75,18 @@ fn expected_counts(model: &str, exporter: &str) -> Option<Vec<(&'static str, usi
         .into_iter()
         .chain((exporter == "ts").then_some(("adaptive_avg_pool2d", 1)))
         .collect(),
+        // Channel split (slices), channel shuffle, concat.
+        "shufflenet_v2" => vec![
+            ("conv2d", 29),
+            ("batch_norm", 29),
+            ("relu", 19),
+            ("slice", 8),
+            ("channel_shuffle", 7),
+            ("cat", 7),
+            ("mean", 1),
+            ("max_pool2d", 1),
+            ("linear", 1),
+        ],
         _ => return None,
     };
     counts.sort_unstable();

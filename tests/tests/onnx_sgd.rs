@@ -15,7 +15,7 @@ use torchlet::Graph;
 use torchlet_onnx::{import, Options};
 
 /// (model, loss) as the fixture script trains them.
-const ZOO: [(&str, &str); 11] = [
+const ZOO: [(&str, &str); 12] = [
     ("w1", "ce"),
     ("lenet5", "ce"),
     ("mobilenetish", "ce"),
@@ -27,6 +27,7 @@ const ZOO: [(&str, &str); 11] = [
     ("mobilenet_v3_small", "ce"),
     ("efficientnet_b0", "ce"),
     ("ghostnet", "ce"),
+    ("shufflenet_v2", "ce"),
 ];
 
 fn golden(f: &str) -> Vec<u8> {

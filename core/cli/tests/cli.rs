@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const ZOO: [&str; 11] = [
+const ZOO: [&str; 12] = [
     "w1",
     "lenet5",
     "mobilenetish",
@@ -20,9 +20,10 @@ const ZOO: [&str; 11] = [
     "mobilenet_v3_small",
     "efficientnet_b0",
     "ghostnet",
+    "shufflenet_v2",
 ];
 /// The zoo models trained with cross-entropy (the loss `torchlet train` uses).
-const CE: [&str; 9] = [
+const CE: [&str; 10] = [
     "w1",
     "mlp",
     "lenet5",
@@ -32,6 +33,7 @@ const CE: [&str; 9] = [
     "mobilenet_v3_small",
     "efficientnet_b0",
     "ghostnet",
+    "shufflenet_v2",
 ];
 
 fn zoo(file: &str) -> PathBuf {

@@ -31,6 +31,8 @@ pub(crate) struct Importer<'o> {
     node_names: HashSet<String>,
     /// Sequences of computed tensors (`SplitToSequence`'s parts), by ONNX name.
     pub(crate) sequences: HashMap<String, Vec<Value>>,
+    /// Channel shuffles under way (`shuffle.rs`), by the ONNX name of their last step.
+    pub(crate) shuffles: HashMap<String, crate::shuffle::Shuffle>,
 }
 
 /// The largest fixed size of a graph input's dim: far past any tiny network's input, and
@@ -67,6 +69,7 @@ impl<'o> Importer<'o> {
             origins: Vec::new(),
             node_names: HashSet::new(),
             sequences: HashMap::new(),
+            shuffles: HashMap::new(),
         };
         unique_names(g)?;
         for t in &g.initializer {
@@ -165,6 +168,9 @@ impl<'o> Importer<'o> {
         if n.op_type == "SequenceAt" {
             return self.sequence_at(n);
         }
+        if n.input.iter().any(|i| self.shuffles.contains_key(i)) {
+            return self.shuffle_step(n);
+        }
         let value = |name: &String| {
             self.values
                 .get(name)
@@ -189,6 +195,13 @@ impl<'o> Importer<'o> {
                 // A `Constant`'s values are in the file; computed ones count.
                 self.check_folded(&v, n.op_type != "Constant")?;
                 v
+            }
+            None if n.op_type == "Reshape" => {
+                let inputs: Vec<Option<Value>> = refs.into_iter().map(|v| v.cloned()).collect();
+                if self.shuffle_start(n, &inputs)? {
+                    return Ok(());
+                }
+                self.map(n, &inputs)?
             }
             None if n.op_type == "SplitToSequence" => {
                 let inputs: Vec<Option<Value>> = refs.into_iter().map(|v| v.cloned()).collect();

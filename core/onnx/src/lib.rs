@@ -42,6 +42,9 @@ mod limits_tests;
 pub mod notes;
 mod ops;
 mod ops2;
+#[cfg(test)]
+mod shape_tests;
+mod shuffle;
 mod slices;
 mod tensor;
 

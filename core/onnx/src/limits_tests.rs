@@ -11,7 +11,7 @@ use onnx_protobuf::{
 };
 
 /// An INT64 constant tensor.
-fn ints(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
+pub(crate) fn ints(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
     let mut t = TensorProto::new();
     t.name = name.into();
     t.dims = dims.to_vec();
@@ -20,7 +20,7 @@ fn ints(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
     t
 }
 
-fn node(op: &str, inputs: &[&str], output: &str, attrs: Vec<AttributeProto>) -> NodeProto {
+pub(crate) fn node(op: &str, inputs: &[&str], output: &str, attrs: Vec<AttributeProto>) -> NodeProto {
     let mut n = NodeProto::new();
     n.op_type = op.into();
     n.name = output.into();
@@ -48,7 +48,7 @@ fn int_attr(name: &str, v: i64) -> AttributeProto {
 
 /// A model of `nodes` over the initializers `inits` (no graph inputs or outputs: the
 /// walk over the nodes is what is tested).
-fn model(inits: Vec<TensorProto>, nodes: Vec<NodeProto>) -> Vec<u8> {
+pub(crate) fn model(inits: Vec<TensorProto>, nodes: Vec<NodeProto>) -> Vec<u8> {
     let mut g = GraphProto::new();
     g.initializer = inits;
     g.node = nodes;
@@ -62,7 +62,7 @@ fn model(inits: Vec<TensorProto>, nodes: Vec<NodeProto>) -> Vec<u8> {
 }
 
 /// A float graph input `name` of fixed `dims`.
-fn float_input(name: &str, dims: &[i64]) -> onnx_protobuf::ValueInfoProto {
+pub(crate) fn float_input(name: &str, dims: &[i64]) -> onnx_protobuf::ValueInfoProto {
     use onnx_protobuf::{
         tensor_shape_proto::{dimension, Dimension},
         type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
@@ -88,7 +88,7 @@ fn float_input(name: &str, dims: &[i64]) -> onnx_protobuf::ValueInfoProto {
 }
 
 /// The import's error, which must be about folding at node `index`.
-fn refused_at(bytes: &[u8]) -> (usize, String) {
+pub(crate) fn refused_at(bytes: &[u8]) -> (usize, String) {
     match import(bytes, None, &Options::default()) {
         Err(Error::Node { index, why, .. }) => (index, why),
         other => panic!("expected a refused node, got {other:?}"),

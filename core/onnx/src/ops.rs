@@ -29,12 +29,8 @@ fn run(v: Option<&Value>, what: &str) -> Result<(ValueRef, Vec<Dim>), String> {
     }
 }
 
-fn sized(len: &Dim, f: impl Fn(i64) -> i64) -> Dim {
-    match len {
-        // Past 2^31 a size is no tiny network's, and unknown keeps `f` from overflowing.
-        Dim::Known(v) if (0..=1 << 31).contains(v) => Dim::Known(f(*v)),
-        _ => Dim::Unknown,
-    }
+fn sized(len: &Dim, tag: impl std::fmt::Display, f: impl Fn(i64) -> i64) -> Dim {
+    len.derived(tag, f)
 }
 
 fn norm_axis(a: i64, rank: usize) -> Result<usize, String> {
@@ -65,7 +61,7 @@ pub(crate) fn window_params(named: &[(&str, &[i64])]) -> Result<(), String> {
 
 /// Sliding-window output length (convolution, pooling).
 fn window(len: &Dim, k: i64, s: i64, pad: i64, d: i64, ceil: bool) -> Dim {
-    sized(len, |l| {
+    sized(len, format_args!("win{k},{s},{pad},{d},{}", ceil as u8), |l| {
         let span = l + pad - d * (k - 1) - 1;
         if ceil {
             let mut o = (span + s - 1).div_euclid(s) + 1;
@@ -366,8 +362,12 @@ impl Importer<'_> {
             }
             // [top, left, bottom, right] -> a pad node [left, right, top, bottom] first.
             let p = vec![pads[1], pads[3], pads[0], pads[2]];
-            s[2] = sized(&s[2], |h| h + pads[0] + pads[2]);
-            s[3] = sized(&s[3], |w| w + pads[1] + pads[3]);
+            s[2] = sized(&s[2], format_args!("pad{},{}", pads[0], pads[2]), |h| {
+                h + pads[0] + pads[2]
+            });
+            s[3] = sized(&s[3], format_args!("pad{},{}", pads[1], pads[3]), |w| {
+                w + pads[1] + pads[3]
+            });
             let v = self.emit(
                 "pad",
                 n,
@@ -445,11 +445,12 @@ impl Importer<'_> {
             Some(b) => Some(self.tensor(b, n, "bias", PARAM)?),
             None => None,
         };
-        let cout = sized(&wd[1], |c| c * groups);
+        let cout = sized(&wd[1], format_args!("mul{groups}"), |c| c * groups);
         let mut out = vec![s[0].clone(), cout];
         for d in 0..2 {
             let k = wd[2 + d].known().unwrap_or(1);
-            out.push(sized(&s[2 + d], |l| {
+            let tag = format_args!("up{},{},{},{k},{}", stride[d], pads[d], dil[d], opad[d]);
+            out.push(sized(&s[2 + d], tag, |l| {
                 (l - 1) * stride[d] - 2 * pads[d] + dil[d] * (k - 1) + opad[d] + 1
             }));
         }

@@ -340,7 +340,9 @@ impl Importer<'_> {
         let ceil = attr_int(n, "ceil_mode").unwrap_or(0) != 0;
         let mut out = s[..2].to_vec();
         for d in 0..2 {
+            let tag = format!("pool{},{},{},{}", k[d], stride[d], pads[d], ceil as u8);
             out.push(match &s[2 + d] {
+                Dim::Sym(_) => s[2 + d].derived(tag, |l| l),
                 Dim::Known(l) => {
                     let span = l + 2 * pads[d] - k[d];
                     let mut o = if ceil {
@@ -500,10 +502,7 @@ impl Importer<'_> {
         let p = [pads[3], pads[7], pads[2], pads[6]];
         let mut out = s.clone();
         for (d, (b, e)) in [(2, (pads[2], pads[6])), (3, (pads[3], pads[7]))] {
-            out[d] = match &s[d] {
-                Dim::Known(l) => Dim::Known(l + b + e),
-                _ => Dim::Unknown,
-            };
+            out[d] = s[d].derived(format_args!("pad{b},{e}"), |l| l + b + e);
         }
         let attrs = vec![
             ("pad", ints(&p)),
@@ -560,10 +559,9 @@ impl Importer<'_> {
         match (scales, sizes) {
             (Some(sc), _) if sc.len() == 4 && sc[0] == 1.0 && sc[1] == 1.0 && sc[2] > 0.0 && sc[3] > 0.0 => {
                 for d in 2..4 {
-                    out[d] = match &s[d] {
-                        Dim::Known(l) => Dim::Known((*l as f64 * sc[d] as f64).floor() as i64),
-                        _ => Dim::Unknown,
-                    };
+                    out[d] = s[d].derived(format_args!("scale{}", sc[d]), |l| {
+                        (l as f64 * sc[d] as f64).floor() as i64
+                    });
                 }
                 attrs.push((
                     "scale_factor",

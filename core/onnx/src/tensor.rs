@@ -22,6 +22,30 @@ impl Dim {
             _ => None,
         }
     }
+
+    /// The dim an op makes of this one: `f` of a known size (past 2^31, unknown: no
+    /// tiny network's, and `f` cannot overflow), and of a named free size a name for
+    /// "`tag` of it", so that two dims computed alike from one input dim compare equal
+    /// (a Reshape back to `[N, C, H, W]` is then recognised); unknown stays unknown.
+    pub(crate) fn derived(&self, tag: impl std::fmt::Display, f: impl FnOnce(i64) -> i64) -> Dim {
+        match self {
+            Dim::Known(v) if (0..=1 << 31).contains(v) => Dim::Known(f(*v)),
+            Dim::Sym(s) => {
+                let name = format!("{tag}({s})");
+                // Deep networks nest names: past a few hundred bytes, a digest of it.
+                Dim::Sym(match name.len() {
+                    0..=256 => name,
+                    _ => {
+                        use std::hash::{Hash, Hasher};
+                        let mut h = std::collections::hash_map::DefaultHasher::new();
+                        name.hash(&mut h);
+                        format!("#{:016x}", h.finish())
+                    }
+                })
+            }
+            _ => Dim::Unknown,
+        }
+    }
 }
 
 /// A value of the ONNX graph.

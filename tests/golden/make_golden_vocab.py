@@ -78,6 +78,10 @@ def run_new_op(op, p, ins):
     if op == "slice":
         d = p.get("dim", 0) % x.dim()
         return x[(slice(None),) * d + (slice(p.get("start", 0), p.get("end"), p.get("step", 1)),)]
+    if op == "unsqueeze":
+        return x.unsqueeze(p["dim"]) * 1.0
+    if op == "squeeze":
+        return x.squeeze(p["dim"]) * 1.0
     if op == "channel_shuffle":
         g, c = p["groups"], x.shape[1]
         return x.reshape(x.shape[0], g, c // g, *x.shape[2:]).transpose(1, 2).reshape(x.shape)
@@ -331,6 +335,12 @@ def build():
          {"input": V(3, 5)})
     case("slice-step3-3d", "slice", {"dim": 2, "start": 0, "end": 8, "step": 3},
          {"input": V(2, 2, 8)})
+
+    # unsqueeze / squeeze of activations (views)
+    case("unsqueeze-dim2", "unsqueeze", {"dim": 2}, {"input": V(2, 3, 5)})
+    case("unsqueeze-dim-1", "unsqueeze", {"dim": -1}, {"input": V(2, 3)})
+    case("squeeze-dim2", "squeeze", {"dim": 2}, {"input": V(2, 3, 1, 4)})
+    case("squeeze-not-1-keeps", "squeeze", {"dim": 1}, {"input": V(2, 3, 4)})
 
     # channel_shuffle (ShuffleNet)
     case("channel_shuffle-g2", "channel_shuffle", {"groups": 2}, {"input": V(2, 6, 2, 3)})

@@ -185,6 +185,23 @@ class SENet(nn.Module):
         return self.fc(x)
 
 
+class Pool1d(nn.Module):
+    """1-D average pooling and Unsqueeze / Squeeze of activations: [N, 2, L] -> [N, 5].
+    (1-D max pooling makes the dynamo exporter fix L: torchlet-onnx's own tests build
+    that node.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(2, 6, 3, padding=1)
+        self.fc = nn.Linear(6, 5)
+
+    def forward(self, x):
+        x = F.avg_pool1d(F.relu(self.c1(x)), 2)
+        x = F.avg_pool1d(x, 3, stride=2, padding=1, count_include_pad=False)
+        x = x.unsqueeze(1).squeeze(1)
+        return self.fc(x.mean(dim=2))
+
+
 def mlp():
     """A plain MLP on [N, features]: Linear, ReLU, Linear, LogSoftmax over the features."""
     return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4), nn.LogSoftmax(dim=1))
@@ -235,6 +252,7 @@ ZOO = {
     "seq1d": (Seq1d, 2, (32,), [(32,), (24,), (17,)], "ce", 13),
     "padresize": (PadResize, 1, (8, 8), [(8, 8), (9, 6), (5, 7)], "mse", 17),
     "mlp": (mlp, 6, (), [(), (), ()], "ce", 17),
+    "pool1d": (Pool1d, 2, (32,), [(32,), (24,), (17,)], "ce", 17),
     "senet": (SENet, 1, (16, 16), [(16, 16), (12, 20), (7, 9)], "ce", 17),
     "mobilenet_v3_small": (mobilenet_v3_small, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
     "efficientnet_b0": (efficientnet_b0, 3, (32, 32), [(32, 32), (40, 36), (33, 47)], "ce", 17),
@@ -245,7 +263,7 @@ ZOO = {
 
 # Models whose dynamo export is kept without its per-node metadata (the exporter's
 # stack traces and FX names: 90% of the file, nothing the importer reads).
-SLIM = {"mlp", "senet", "mobilenet_v3_small", "efficientnet_b0", "ghostnet",
+SLIM = {"mlp", "pool1d", "senet", "mobilenet_v3_small", "efficientnet_b0", "ghostnet",
         "shufflenet_v2"}
 
 
@@ -254,8 +272,13 @@ def slim(path):
     for n in m.graph.node:
         del n.metadata_props[:]
     os.remove(path + ".data")
-    onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
-              location=os.path.basename(path) + ".data", size_threshold=0)
+    # Initializers external as the exporter wrote them; small ones (axes, shapes: what
+    # onnxruntime reads while it loads) and Constant nodes stay inline.
+    from onnx.external_data_helper import convert_model_to_external_data
+    convert_model_to_external_data(m, all_tensors_to_one_file=True, size_threshold=64,
+                                   location=os.path.basename(path) + ".data",
+                                   convert_attribute=False)
+    onnx.save(m, path)
 
 
 def step64(model, x, t):

@@ -11,7 +11,7 @@ use torchlet::ops::registry::{Attrs, OpSpec};
 use torchlet::{Graph, Tensor};
 use torchlet_onnx::{import, infer, Error, Options};
 
-const ZOO: [&str; 12] = [
+const ZOO: [&str; 13] = [
     "w1",
     "lenet5",
     "mobilenetish",
@@ -19,6 +19,7 @@ const ZOO: [&str; 12] = [
     "seq1d",
     "padresize",
     "mlp",
+    "pool1d",
     "senet",
     "mobilenet_v3_small",
     "efficientnet_b0",
@@ -205,6 +206,20 @@ fn expected_ops(model: &str, exporter: &str) -> Vec<&'static str> {
             "softmax",
         ],
         "mlp" => vec!["linear", "relu", "linear", "log_softmax"],
+        "pool1d" => vec![
+            "conv1d",
+            "relu",
+            "unsqueeze",
+            "avg_pool2d",
+            "squeeze",
+            "unsqueeze",
+            "avg_pool2d",
+            "squeeze",
+            "unsqueeze",
+            "squeeze",
+            "mean",
+            "linear",
+        ],
         "senet" => vec![
             "conv2d",
             "batch_norm",

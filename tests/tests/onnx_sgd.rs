@@ -15,7 +15,7 @@ use torchlet::Graph;
 use torchlet_onnx::{import, Options};
 
 /// (model, loss) as the fixture script trains them.
-const ZOO: [(&str, &str); 12] = [
+const ZOO: [(&str, &str); 13] = [
     ("w1", "ce"),
     ("lenet5", "ce"),
     ("mobilenetish", "ce"),
@@ -23,6 +23,7 @@ const ZOO: [(&str, &str); 12] = [
     ("seq1d", "ce"),
     ("padresize", "mse"),
     ("mlp", "ce"),
+    ("pool1d", "ce"),
     ("senet", "ce"),
     ("mobilenet_v3_small", "ce"),
     ("efficientnet_b0", "ce"),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const ZOO: [&str; 12] = [
+const ZOO: [&str; 13] = [
     "w1",
     "lenet5",
     "mobilenetish",
@@ -16,6 +16,7 @@ const ZOO: [&str; 12] = [
     "seq1d",
     "padresize",
     "mlp",
+    "pool1d",
     "senet",
     "mobilenet_v3_small",
     "efficientnet_b0",
@@ -23,9 +24,10 @@ const ZOO: [&str; 12] = [
     "shufflenet_v2",
 ];
 /// The zoo models trained with cross-entropy (the loss `torchlet train` uses).
-const CE: [&str; 10] = [
+const CE: [&str; 11] = [
     "w1",
     "mlp",
+    "pool1d",
     "lenet5",
     "mobilenetish",
     "seq1d",

@@ -312,6 +312,20 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
             }
             o
         }
+        "unsqueeze" => {
+            let d = axis(int(n, "dim", 0), rank + 1)?;
+            let mut o = x.clone();
+            o.insert(d, 1);
+            o
+        }
+        "squeeze" => {
+            let d = axis(int(n, "dim", 0), rank)?;
+            let mut o = x.clone();
+            if o[d] == 1 {
+                o.remove(d);
+            }
+            o
+        }
         "slice" => {
             let d = axis(int(n, "dim", 0), rank)?;
             let len = x[d] as i64;

@@ -297,6 +297,7 @@ impl Importer<'_> {
             }
             "Pad" => self.pad(n, ins),
             "Slice" => self.slice(n, ins),
+            "Unsqueeze" | "Squeeze" => self.unsqueeze(n, ins),
             "Resize" | "Upsample" => self.resize(n, ins),
             _ => Err(format!("op type {op} is not supported")),
         }

@@ -311,6 +311,9 @@ impl Importer<'_> {
 
     pub(crate) fn pool(&mut self, n: &NodeProto, ins: &[Option<Value>]) -> Result<Value, String> {
         let (x, s) = run(ins.first().and_then(Option::as_ref), "input")?;
+        if s.len() == 3 {
+            return self.pool1d(n, x, s);
+        }
         if s.len() != 4 {
             return Err(format!(
                 "{} of a rank-{} tensor is not supported (only 2-D pooling)",
@@ -374,6 +377,54 @@ impl Importer<'_> {
             "avg_pool2d"
         };
         Ok(self.emit(op, n, vec![Some(x)], attrs, out))
+    }
+
+    /// 1-D pooling of `[N, C, L]` as 2-D pooling of `[N, C, 1, L]` (a 1 x k window):
+    /// unsqueeze, pool, squeeze.
+    fn pool1d(&mut self, n: &NodeProto, x: ValueRef, s: Vec<Dim>) -> Result<Value, String> {
+        let one = |name: &str, default: i64| -> Result<i64, String> {
+            match attr_ints(n, name).as_deref() {
+                None => Ok(default),
+                Some([v]) => Ok(*v),
+                Some(v) => Err(format!("{name} {v:?} of a 1-D pooling")),
+            }
+        };
+        let k = one("kernel_shape", -1)?;
+        let stride = one("strides", 1)?;
+        let pads = match attr_ints(n, "pads").as_deref() {
+            None => [0, 0],
+            Some([a, b]) => [*a, *b],
+            Some(v) => return Err(format!("pads {v:?} of a 1-D pooling")),
+        };
+        let mut n2 = n.clone();
+        for a in &mut n2.attribute {
+            a.ints = match a.name.as_str() {
+                "kernel_shape" => vec![1, k],
+                "strides" => vec![1, stride],
+                "pads" => vec![0, pads[0], 0, pads[1]],
+                "dilations" => [vec![1], a.ints.clone()].concat(),
+                _ => continue,
+            };
+        }
+        let four = vec![s[0].clone(), s[1].clone(), Dim::Known(1), s[2].clone()];
+        let up = self.emit(
+            "unsqueeze",
+            n,
+            vec![Some(x)],
+            vec![("dim", AttrValue::Int(2))],
+            four,
+        );
+        let Value::Run { r, shape } = self.pool(&n2, &[Some(up)])? else {
+            return Err("pooling made no computed tensor".into());
+        };
+        let three = vec![shape[0].clone(), shape[1].clone(), shape[3].clone()];
+        Ok(self.emit(
+            "squeeze",
+            n,
+            vec![Some(r)],
+            vec![("dim", AttrValue::Int(2))],
+            three,
+        ))
     }
 
     pub(crate) fn reduce(&mut self, n: &NodeProto, ins: &[Option<Value>]) -> Result<Value, String> {

@@ -119,3 +119,28 @@ fn split_and_slice_of_activations_are_slices() {
     assert_eq!(index, 0);
     assert!(why.contains("step of 0"), "{why}");
 }
+
+#[test]
+fn one_d_pooling_and_unsqueeze_of_activations_are_views_around_2d_ops() {
+    let nodes = vec![
+        node(
+            "MaxPool",
+            &["x"],
+            "p",
+            vec![ints_attr("kernel_shape", &[2]), ints_attr("strides", &[2])],
+        ),
+        node("Unsqueeze", &["p", "ax"], "u", vec![]),
+        node("Squeeze", &["u", "ax"], "y", vec![]),
+    ];
+    let inits = vec![ints("ax", &[1], &[1])];
+    let bytes = graph(&[2, 3, 9], inits, nodes, "y");
+    assert_eq!(
+        ops(&bytes),
+        ["unsqueeze", "max_pool2d", "squeeze", "unsqueeze", "squeeze"]
+    );
+    let spec = import(&bytes, None, &Options::default()).unwrap();
+    let shapes = crate::infer::shapes(&spec, &[vec![2, 3, 9]]).unwrap();
+    assert_eq!(shapes[1], vec![2, 3, 1, 4]);
+    assert_eq!(shapes[3], vec![2, 1, 3, 4]);
+    assert_eq!(shapes.last().unwrap(), &vec![2, 3, 4]);
+}

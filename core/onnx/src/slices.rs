@@ -121,6 +121,50 @@ impl Importer<'_> {
         Ok(Value::Run { r: v.0, shape: v.1 })
     }
 
+    /// ONNX `Unsqueeze` and `Squeeze` of a computed tensor: one view node per axis
+    /// (`axes` a constant input from opset 13, an attribute before). Squeeze without
+    /// axes takes every dim of a known size 1.
+    pub(crate) fn unsqueeze(&mut self, n: &NodeProto, ins: &[Option<Value>]) -> Result<Value, String> {
+        let (mut r, mut shape) = run_input(ins)?;
+        let given = match ins.get(1).and_then(Option::as_ref) {
+            Some(v) => Some(v.known_ints().ok_or("its axes must be constant integers")?),
+            None => attr_ints(n, "axes"),
+        };
+        let squeeze = n.op_type == "Squeeze";
+        let rank = if squeeze {
+            shape.len()
+        } else {
+            shape.len() + given.as_ref().map_or(0, Vec::len)
+        };
+        let mut axes: Vec<usize> = match given {
+            Some(a) => a.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?,
+            None if squeeze => (0..rank).filter(|&k| shape[k] == Dim::Known(1)).collect(),
+            None => return Err("its axes are missing".into()),
+        };
+        axes.sort_unstable();
+        axes.dedup();
+        if squeeze {
+            axes.reverse();
+        }
+        for a in axes {
+            let op = if squeeze { "squeeze" } else { "unsqueeze" };
+            if squeeze {
+                if shape[a] != Dim::Known(1) {
+                    return Err(format!("axis {a} of {shape:?} is not known to be 1"));
+                }
+                shape.remove(a);
+            } else {
+                shape.insert(a, Dim::Known(1));
+            }
+            let attrs = vec![("dim", AttrValue::Int(a as i64))];
+            match self.emit(op, n, vec![Some(r)], attrs, shape.clone()) {
+                Value::Run { r: next, .. } => r = next,
+                _ => return Err("a view made no computed tensor".into()),
+            }
+        }
+        Ok(Value::Run { r, shape })
+    }
+
     /// ONNX `Split` of a computed tensor into its outputs, one slice each: sizes from
     /// the `split` input (opset 13 on) or attribute, else equal parts of a known dim.
     pub(crate) fn split(&mut self, n: &NodeProto, ins: &[Option<Value>]) -> Result<Vec<Value>, String> {

@@ -19,7 +19,7 @@
 //! | activation | `relu`, `leaky_relu`, `sigmoid`, `tanh`, `silu`, `relu6`, `hardswish`, `hardsigmoid`, `softmax`, `log_softmax` | `activation.rs`, `hard.rs`, `softmax.rs` |
 //! | normalisation, regularisation | `batch_norm`, `group_norm`, `dropout` | `batch_norm.rs`, `group_norm.rs`, `dropout.rs` |
 //! | element-wise | `add`, `sub`, `mul`, `div` (broadcasting), `affine_scalar`, `mul_scalar`, `add_scalar` | `elementwise.rs`, `scalar_affine.rs` |
-//! | shape | `flatten`, `cat`, `permute`, `slice`, `channel_shuffle`, `pad`, `interpolate`, `sum`, `mean` | `reshape.rs`, `layout.rs`, `slice.rs`, `shuffle.rs`, `pad.rs`, `interpolate.rs`, `reduce.rs` |
+//! | shape | `flatten`, `unsqueeze`, `squeeze`, `cat`, `permute`, `slice`, `channel_shuffle`, `pad`, `interpolate`, `sum`, `mean` | `reshape.rs`, `layout.rs`, `slice.rs`, `shuffle.rs`, `pad.rs`, `interpolate.rs`, `reduce.rs` |
 //! | loss | `cross_entropy` (per-pixel, `ignore_index`), `nll_loss`, `mse_loss` | `loss.rs`, `nll.rs` |
 //!
 //! In-place forms for memory: [`Graph::relu_`], [`Graph::relu6_`], [`Graph::batch_norm_`]
@@ -134,6 +134,8 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
         Graph::SOFTMAX_SPEC,
         Graph::LOG_SOFTMAX_SPEC,
         Graph::FLATTEN_SPEC,
+        Graph::UNSQUEEZE_SPEC,
+        Graph::SQUEEZE_SPEC,
         Graph::CAT_SPEC,
         Graph::PERMUTE_SPEC,
         Graph::SLICE_SPEC,

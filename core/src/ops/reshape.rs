@@ -1,5 +1,5 @@
-//! reshape and flatten: views that share the input's data; their gradient is copied
-//! back element by element.
+//! reshape, flatten, unsqueeze and squeeze: views that share the input's data; their
+//! gradient is copied back element by element.
 
 use super::registry::{need, uint, Attrs, OpSpec};
 use crate::error::{Error, Result};
@@ -79,6 +79,64 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         dims[start_dim] = s.dims()[start_dim..].iter().product();
         self.reshape_with(x, &dims[..=start_dim], rule)
     }
+
+    /// A dim of size 1 inserted at `dim` (`torch.unsqueeze`; negative counts from the
+    /// end of the new rank).
+    pub fn unsqueeze(&mut self, x: Tensor, dim: i64) -> Result<Tensor> {
+        let s = self.shape(x)?;
+        let d = super::softmax::norm_dim("unsqueeze", dim, s.rank() + 1)?;
+        if s.rank() >= MAX_RANK {
+            return Err(Error::InvalidParam {
+                op: "unsqueeze",
+                what: "the result would be past the maximum rank of 4; input rank",
+                value: s.rank() as i64,
+            });
+        }
+        let mut dims = [1usize; MAX_RANK];
+        dims[..d].copy_from_slice(&s.dims()[..d]);
+        dims[d + 1..=s.rank()].copy_from_slice(&s.dims()[d..]);
+        self.reshape_with(x, &dims[..=s.rank()], Some(Self::reshape_rule))
+    }
+
+    /// Dim `dim` removed when its size is 1, else the same shape (`torch.squeeze(x, dim)`).
+    pub fn squeeze(&mut self, x: Tensor, dim: i64) -> Result<Tensor> {
+        let s = self.shape(x)?;
+        let d = super::softmax::norm_dim("squeeze", dim, s.rank())?;
+        let mut dims = [0usize; MAX_RANK];
+        let mut r = 0;
+        for (k, &v) in s.dims().iter().enumerate() {
+            if k != d || v != 1 {
+                dims[r] = v;
+                r += 1;
+            }
+        }
+        self.reshape_with(x, &dims[..r], Some(Self::reshape_rule))
+    }
+
+    fn unsqueeze_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        g.unsqueeze(need("unsqueeze", t, 0)?, a.int("dim")?.unwrap_or(0))
+    }
+
+    fn squeeze_call(g: &mut Graph<'_, S, N>, t: &[Option<Tensor>], a: &dyn Attrs) -> Result<Tensor> {
+        g.squeeze(need("squeeze", t, 0)?, a.int("dim")?.unwrap_or(0))
+    }
+
+    /// unsqueeze by name (`dim`).
+    pub(crate) const UNSQUEEZE_SPEC: OpSpec<S, N> = OpSpec {
+        name: "unsqueeze",
+        inputs: &["input"],
+        params: &["dim"],
+        call: Self::unsqueeze_call,
+        in_place: None,
+    };
+    /// squeeze by name (`dim`).
+    pub(crate) const SQUEEZE_SPEC: OpSpec<S, N> = OpSpec {
+        name: "squeeze",
+        inputs: &["input"],
+        params: &["dim"],
+        call: Self::squeeze_call,
+        in_place: None,
+    };
 
     /// reshape's backward rule, recorded by [`Graph::reshape`].
     fn reshape_rule(g: &mut Graph<'_, S, N>, i: usize) -> Result<()> {

@@ -25,8 +25,8 @@ programs=(
     "w1_step thumbv7em-none-eabihf 131072 -"
     "w1_train_size thumbv7em-none-eabihf 131072 -"
     "finetune thumbv7em-none-eabihf 139264 -"
-    "finetune_model thumbv7em-none-eabihf 262144 -"
-    "bad_input thumbv7em-none-eabihf 131072 -"
+    "finetune_model thumbv7em-none-eabihf 278528 -"
+    "bad_input thumbv7em-none-eabihf 139264 -"
     "kernel_bench thumbv7em-none-eabihf 131072 -"
     "finetune_m0 thumbv6m-none-eabi 69632 16384 m0-size"
 )
@@ -36,6 +36,15 @@ programs=(
 # 131,548 and 66,664 bytes (64,988 before); the micro:bit's nRF51 has 256 KiB, the 64 KiB
 # was this project's own goal, and issue 41 ("Footprint") is to bring finetune_m0 back
 # under 60 KiB (4 KiB of 64 free).
+# Raised on 2026-12-02, openly: finetune_model from 256 to 272 KiB and bad_input from
+# 128 to 136 KiB. Issue 43's ops (broadcasting add/sub/mul/div; silu, slice,
+# channel_shuffle, unsqueeze, squeeze in the registry, which finetune_model links
+# whole) grew finetune_model from 261,592 to 272,400 bytes (552 bytes under its old
+# budget before) and bad_input from 129,496 to 131,668 (its add and mul broadcast);
+# by symbol: the four binary ops and their rules 8.0 KB, the broadcast walk 2.8 KB,
+# slice 2.3 KB, channel_shuffle 1.5 KB, silu 1.0 KB, squeeze/unsqueeze 0.9 KB. The
+# board has 4 MiB of flash; issue 41 ("Footprint") is to cut what programs that look
+# no op up by name pay for the registry.
 # finetune_m0 (Cortex-M0, micro:bit): RAM = data + bss + the stack's painted high-water
 # mark, read from the program's own log (target/qemu-finetune_m0.log, written by
 # .ci/stages/50-firmware.sh), and enforced, like its 64 KiB flash budget. Every M4F

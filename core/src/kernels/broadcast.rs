@@ -69,8 +69,10 @@ impl Broadcast {
 
     /// Calls `row(y, a, b, len, a_step, b_step)` for every innermost row: `y` the
     /// output offset (rows are contiguous in the output), `a` and `b` the operands'
-    /// offsets, steps 1 or 0.
-    pub fn rows(&self, mut row: impl FnMut(usize, usize, usize, usize, usize, usize)) {
+    /// offsets, steps 1 or 0. (Not inlined, and `row` behind a pointer: one copy of
+    /// the walk in a program, whatever ops and scalar types use it.)
+    #[inline(never)]
+    pub fn rows(&self, row: &mut dyn FnMut(usize, usize, usize, usize, usize, usize)) {
         if self.rank == 0 {
             return row(0, 0, 0, 1, 0, 0);
         }
@@ -103,19 +105,24 @@ fn row_of<S: Scalar>(x: &[S], off: usize, step: usize, len: usize) -> &[S] {
     x.get(off..end).unwrap_or(&[])
 }
 
-/// `y = f(a, b)` with `a` and `b` broadcast to `y` by `walk`.
+/// `x[off + j * step]`, or zero past the end (never, for a walk of checked shapes).
+#[inline(always)]
+fn at<S: Scalar>(x: &[S], off: usize, j: usize, step: usize) -> S {
+    x.get(off + j * step).copied().unwrap_or(S::ZERO)
+}
+
+/// `y = f(a, b)` with `a` and `b` broadcast to `y` by `walk`: contiguous rows as one
+/// vectorisable loop, the others (a constant on one side) by their steps.
 pub fn zip<S: Scalar>(walk: &Broadcast, a: &[S], b: &[S], y: &mut [S], f: impl Fn(S, S) -> S) {
-    walk.rows(|o, ia, ib, len, sa, sb| {
+    walk.rows(&mut |o, ia, ib, len, sa, sb| {
         let Some(y) = y.get_mut(o..o + len) else {
             return;
         };
-        let (ra, rb) = (row_of(a, ia, sa, len), row_of(b, ib, sb, len));
-        match (sa, sb, ra.first(), rb.first()) {
-            (1, 1, ..) => zip_map(ra, rb, y, &f),
-            (1, _, _, Some(&bv)) => y.iter_mut().zip(ra).for_each(|(v, &av)| *v = f(av, bv)),
-            (_, 1, Some(&av), _) => y.iter_mut().zip(rb).for_each(|(v, &bv)| *v = f(av, bv)),
-            (_, _, Some(&av), Some(&bv)) => y.fill(f(av, bv)),
-            _ => {}
+        if sa == 1 && sb == 1 {
+            return zip_map(row_of(a, ia, 1, len), row_of(b, ib, 1, len), y, &f);
+        }
+        for (j, v) in y.iter_mut().enumerate() {
+            *v = f(at(a, ia, j, sa), at(b, ib, j, sb));
         }
     });
 }
@@ -123,31 +130,25 @@ pub fn zip<S: Scalar>(walk: &Broadcast, a: &[S], b: &[S], y: &mut [S], f: impl F
 /// `gx += h(gy, other)` summed over the dims `x` is broadcast in, where `walk` walks
 /// `x` as its first operand and `other` as its second over `gy`'s shape.
 pub fn grad<S: Scalar>(walk: &Broadcast, gy: &[S], other: &[S], gx: &mut [S], h: impl Fn(S, S) -> S) {
-    walk.rows(|o, ix, io, len, sx, so| {
+    walk.rows(&mut |o, ix, io, len, sx, so| {
         let Some(gy) = gy.get(o..o + len) else {
             return;
         };
-        let ro = row_of(other, io, so, len);
-        match (sx, so, ro.first()) {
-            (1, 1, _) => {
-                if let Some(gx) = gx.get_mut(ix..ix + len) {
-                    grad_map(gy, ro, gx, &h);
+        let span = if sx == 0 { 1 } else { len };
+        match (sx, gx.get_mut(ix..ix + span)) {
+            (1, Some(gx)) if so == 1 => grad_map(gy, row_of(other, io, 1, len), gx, &h),
+            (1, Some(gx)) => {
+                for (j, (d, &g)) in gx.iter_mut().zip(gy).enumerate() {
+                    *d += h(g, at(other, io, j, so));
                 }
             }
-            (1, _, Some(&ov)) => {
-                if let Some(gx) = gx.get_mut(ix..ix + len) {
-                    gx.iter_mut().zip(gy).for_each(|(d, &g)| *d += h(g, ov));
-                }
-            }
-            (_, 1, _) => {
-                let sum = gy.iter().zip(ro).fold(S::ZERO, |acc, (&g, &ov)| acc + h(g, ov));
-                if let Some(d) = gx.get_mut(ix) {
-                    *d += sum;
-                }
-            }
-            (_, _, Some(&ov)) => {
-                let sum = gy.iter().fold(S::ZERO, |acc, &g| acc + h(g, ov));
-                if let Some(d) = gx.get_mut(ix) {
+            // A broadcast row of x: the row's sum goes to its one element.
+            (_, Some(gx)) => {
+                let sum = gy
+                    .iter()
+                    .enumerate()
+                    .fold(S::ZERO, |acc, (j, &g)| acc + h(g, at(other, io, j, so)));
+                if let Some(d) = gx.first_mut() {
                     *d += sum;
                 }
             }
@@ -159,7 +160,7 @@ pub fn grad<S: Scalar>(walk: &Broadcast, gy: &[S], other: &[S], gx: &mut [S], h:
 /// div's gradient for its divisor: `gb -= gy * (a / b) / b`, summed over the dims `b`
 /// was broadcast in, `walk` walking `a` then `b` over `gy`'s shape.
 pub fn div_grad_b<S: Scalar>(walk: &Broadcast, gy: &[S], a: &[S], b: &[S], gb: &mut [S]) {
-    walk.rows(|o, ia, ib, len, sa, sb| {
+    walk.rows(&mut |o, ia, ib, len, sa, sb| {
         for j in 0..len {
             let (Some(&g), Some(&av), Some(&bv)) = (gy.get(o + j), a.get(ia + j * sa), b.get(ib + j * sb))
             else {
@@ -215,7 +216,7 @@ mod tests {
             let out = s(a).broadcast(&s(b)).unwrap();
             let walk = Broadcast::new(&out, &s(a), &s(b));
             let mut seen = std::vec![];
-            walk.rows(|o, ia, ib, len, sa, sb| {
+            walk.rows(&mut |o, ia, ib, len, sa, sb| {
                 for j in 0..len {
                     seen.push((o + j, ia + j * sa, ib + j * sb));
                 }
@@ -244,5 +245,10 @@ mod tests {
         let mut ga = [0.0f32; 6];
         grad(&Broadcast::new(&out, &sa, &sb), &gy, &b, &mut ga, |g, o| g * o);
         assert_eq!(ga, [10., 20., 30., 10., 20., 30.]);
+        // A column [2, 1] against [2, 3]: each row of the output sums into one element.
+        let sc = s(&[2, 1]);
+        let mut gc = [0.0f32; 2];
+        grad(&Broadcast::new(&out, &sc, &sa), &gy, &a, &mut gc, |g, o| g * o);
+        assert_eq!(gc, [6., 15.]);
     }
 }

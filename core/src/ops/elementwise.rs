@@ -5,6 +5,7 @@
 //! gradients accumulate with `+=`.
 
 use super::registry::{need, opt, Attrs, OpSpec};
+use crate::arena::Span;
 use crate::error::{Error, Result};
 use crate::graph::reads;
 use crate::graph::{BackwardFn, Graph, NodeId, Op, OpKind, Tensor, NO_PARAMS};
@@ -66,6 +67,22 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         rule: BackwardFn<S, N>,
         f: impl Fn(S, S) -> S,
     ) -> Result<Tensor> {
+        let (out, walk, [a, b, y]) = self.binary_out(kind, a, b, rule)?;
+        self.exec([a, b], y, |[a, b], y| zip(&walk, a, b, y, f))?;
+        Ok(out)
+    }
+
+    /// The output of a binary op, recorded, with the walk and the operands' and
+    /// output's spans: the part of the four ops that does not depend on the formula,
+    /// kept out of line (one copy in a program).
+    #[inline(never)]
+    fn binary_out(
+        &mut self,
+        kind: &'static OpKind,
+        a: Tensor,
+        b: Tensor,
+        rule: BackwardFn<S, N>,
+    ) -> Result<(Tensor, Broadcast, [Span; 3])> {
         let (ai, bi) = (self.id(a)?, self.id(b)?);
         let (an, bn) = (self.nodes[ai], self.nodes[bi]);
         let shape = broadcast_shape(kind.name, an.shape(), bn.shape())?;
@@ -77,8 +94,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let out = self.push(shape, op, Some(rule), rg, 0)?;
         let y = self.nodes[out.id as usize].data;
         let walk = Broadcast::new(&shape, &an.shape(), &bn.shape());
-        self.exec([an.data, bn.data], y, |[a, b], y| zip(&walk, a, b, y, f))?;
-        Ok(out)
+        Ok((out, walk, [an.data, bn.data, y]))
     }
 
     /// `gx += h(gy, other)` for input `x` of record `i`, summed over the dims `x` was
@@ -144,12 +160,15 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
             true => self.exec([], an.data, |[], a| a.iter_mut().for_each(|v| *v = *v + *v))?,
             false => self.exec([bn.data], an.data, |[b], a| {
                 // Row by row `a += b`, with `a` as its own first operand.
-                walk.rows(|o, _, ib, len, _, sb| {
+                walk.rows(&mut |o, _, ib, len, _, sb| {
                     let Some(a) = a.get_mut(o..o + len) else {
                         return;
                     };
                     match sb {
-                        1 => a.iter_mut().zip(&b[ib..]).for_each(|(v, &w)| *v += w),
+                        1 => a
+                            .iter_mut()
+                            .zip(b.get(ib..).unwrap_or(&[]))
+                            .for_each(|(v, &w)| *v += w),
                         _ => {
                             let w = b.get(ib).copied().unwrap_or(S::ZERO);
                             a.iter_mut().for_each(|v| *v += w)

@@ -121,6 +121,14 @@ pub fn zip<S: Scalar>(walk: &Broadcast, a: &[S], b: &[S], y: &mut [S], f: impl F
         if sa == 1 && sb == 1 {
             return zip_map(row_of(a, ia, 1, len), row_of(b, ib, 1, len), y, &f);
         }
+        if sa == 1 {
+            // A constant second operand (a squeeze-and-excitation scale, a bias).
+            let bv = at(b, ib, 0, 0);
+            return y
+                .iter_mut()
+                .zip(row_of(a, ia, 1, len))
+                .for_each(|(v, &av)| *v = f(av, bv));
+        }
         for (j, v) in y.iter_mut().enumerate() {
             *v = f(at(a, ia, j, sa), at(b, ib, j, sb));
         }

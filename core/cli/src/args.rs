@@ -56,7 +56,10 @@ mod tests {
     fn sizes_budgets_and_patterns() {
         assert_eq!(dims("1x1x28x28").unwrap(), [1, 1, 28, 28]);
         assert_eq!(dims("2x40x100").unwrap(), [2, 40, 100]);
-        assert!(dims("1x0x2x2").is_err() && dims("28x28").is_err() && dims("ax1x1").is_err());
+        // [N, features] (an MLP's input) is an input size too; one dim or five are not.
+        assert_eq!(dims("8x64").unwrap(), [8, 64]);
+        assert!(dims("1x0x2x2").is_err() && dims("28").is_err() && dims("ax1x1").is_err());
+        assert!(dims("1x1x1x1x1").is_err());
         assert_eq!(bytes("64KiB").unwrap(), 65536);
         assert_eq!(bytes("1MiB").unwrap(), 1 << 20);
         assert_eq!(bytes("20000").unwrap(), 20000);

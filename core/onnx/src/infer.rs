@@ -300,17 +300,12 @@ fn node_shape(n: &NodeSpec, get: &dyn Fn(usize) -> Result<Vec<usize>, String>) -
             .collect::<Result<_, _>>()?,
         "add" | "sub" | "mul" | "div" => {
             let y = get(1)?;
-            let rank = x.len().max(y.len());
-            let at = |s: &[usize], i: usize| if i < s.len() { s[s.len() - 1 - i] } else { 1 };
-            let mut o = vec![1; rank];
-            for i in 0..rank {
-                o[rank - 1 - i] = match (at(&x, i), at(&y, i)) {
-                    (p, q) if p == q || q == 1 => p,
-                    (1, q) => q,
-                    _ => return Err(format!("shapes {x:?} and {y:?} do not broadcast")),
-                };
-            }
-            o
+            // The engine's own rule (ranks past its maximum are refused there too).
+            let shape = |d: &[usize]| torchlet::Shape::new(d).map_err(|e| e.to_string());
+            let o = shape(&x)?.broadcast(&shape(&y)?);
+            o.ok_or(format!("shapes {x:?} and {y:?} do not broadcast"))?
+                .dims()
+                .to_vec()
         }
         "unsqueeze" => {
             let d = axis(int(n, "dim", 0), rank + 1)?;

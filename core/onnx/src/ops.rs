@@ -19,7 +19,7 @@ fn ints(v: &[i64]) -> AttrValue {
     AttrValue::Ints(v.to_vec())
 }
 
-fn run(v: Option<&Value>, what: &str) -> Result<(ValueRef, Vec<Dim>), String> {
+pub(crate) fn run(v: Option<&Value>, what: &str) -> Result<(ValueRef, Vec<Dim>), String> {
     match v {
         Some(Value::Run { r, shape }) => Ok((*r, shape.clone())),
         Some(_) => Err(format!(
@@ -33,7 +33,7 @@ fn sized(len: &Dim, tag: impl std::fmt::Display, f: impl Fn(i64) -> i64) -> Dim 
     len.derived(tag, f)
 }
 
-fn norm_axis(a: i64, rank: usize) -> Result<usize, String> {
+pub(crate) fn norm_axis(a: i64, rank: usize) -> Result<usize, String> {
     let v = if a < 0 { a + rank as i64 } else { a };
     usize::try_from(v)
         .ok()

@@ -4,17 +4,10 @@
 
 use crate::fold::{attr_int, attr_ints};
 use crate::import::Importer;
+use crate::ops::{norm_axis, run};
 use crate::tensor::{Dim, Value};
 use onnx_protobuf::NodeProto;
 use torchlet::model::spec::{AttrValue, ValueRef};
-
-fn norm_axis(a: i64, rank: usize) -> Result<usize, String> {
-    let v = if a < 0 { a + rank as i64 } else { a };
-    usize::try_from(v)
-        .ok()
-        .filter(|&v| v < rank)
-        .ok_or(format!("axis {a} is out of range for rank {rank}"))
-}
 
 /// Python's rule for a bound (negative counts from the end, clamped to `0..=len`).
 fn bound(v: i64, len: i64) -> i64 {
@@ -38,10 +31,7 @@ const MAX_PARTS: usize = 4096;
 
 /// The computed tensor a Slice or Split reads.
 fn run_input(ins: &[Option<Value>]) -> Result<(ValueRef, Vec<Dim>), String> {
-    match ins.first().and_then(Option::as_ref) {
-        Some(Value::Run { r, shape }) => Ok((*r, shape.clone())),
-        _ => Err("its input is missing".into()),
-    }
+    run(ins.first().and_then(Option::as_ref), "input")
 }
 
 /// A dim's size, which an equal split needs.

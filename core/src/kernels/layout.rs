@@ -139,3 +139,20 @@ pub fn reduce_backward<S: Scalar>(
         }
     });
 }
+
+/// `y[dst..dst + len] = x[src..src + len]` (a block a slice or a channel shuffle moves);
+/// nothing where either block would leave its slice (never, for checked shapes).
+#[inline]
+pub fn copy_block<S: Scalar>(x: &[S], y: &mut [S], src: usize, dst: usize, len: usize) {
+    if let (Some(x), Some(y)) = (x.get(src..src + len), y.get_mut(dst..dst + len)) {
+        y.copy_from_slice(x);
+    }
+}
+
+/// `gx[src..src + len] += gy[dst..dst + len]`: [`copy_block`]'s gradient.
+#[inline]
+pub fn add_block<S: Scalar>(gx: &mut [S], gy: &[S], src: usize, dst: usize, len: usize) {
+    if let (Some(gx), Some(gy)) = (gx.get_mut(src..src + len), gy.get(dst..dst + len)) {
+        gx.iter_mut().zip(gy).for_each(|(a, &b)| *a += b);
+    }
+}

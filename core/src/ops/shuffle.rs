@@ -7,6 +7,7 @@ use super::registry::{need, uint, Attrs, OpSpec};
 use crate::error::{Error, Result};
 use crate::graph::reads;
 use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
+use crate::kernels::layout as k;
 use crate::scalar::Scalar;
 
 /// The records: `params[0..2]` the groups (u32, low word first).
@@ -51,9 +52,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (n, inner) = (s.dim(0), s.dims()[2..].iter().product::<usize>());
         self.exec([self.nodes[xi].data], y, |[x], y| {
             pairs(n, c, groups, inner, |src, dst| {
-                if let (Some(x), Some(y)) = (x.get(src..src + inner), y.get_mut(dst..dst + inner)) {
-                    y.copy_from_slice(x);
-                }
+                k::copy_block(x, y, src, dst, inner)
             })
         })?;
         Ok(t)
@@ -70,9 +69,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if let Some(gx) = g.grad_of(x) {
             g.exec([gy], gx, |[gy], gx| {
                 pairs(n, c, groups, inner, |src, dst| {
-                    if let (Some(gx), Some(gy)) = (gx.get_mut(src..src + inner), gy.get(dst..dst + inner)) {
-                        gx.iter_mut().zip(gy).for_each(|(a, &b)| *a += b);
-                    }
+                    k::add_block(gx, gy, src, dst, inner)
                 })
             })?;
         }

@@ -8,6 +8,7 @@ use super::softmax::{norm_dim, split_at_dim};
 use crate::error::{Error, Result};
 use crate::graph::reads;
 use crate::graph::{Graph, Op, OpKind, Tensor, NO_PARAMS};
+use crate::kernels::layout as k;
 use crate::scalar::Scalar;
 use crate::shape::{Shape, MAX_RANK};
 
@@ -81,9 +82,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         let (outer, _, inner) = split_at_dim(s, d);
         self.exec([self.nodes[xi].data], y, |[x], y| {
             rows(outer, len, count, inner, a, step, |src, dst| {
-                if let (Some(x), Some(y)) = (x.get(src..src + inner), y.get_mut(dst..dst + inner)) {
-                    y.copy_from_slice(x);
-                }
+                k::copy_block(x, y, src, dst, inner)
             })
         })?;
         Ok(t)
@@ -104,9 +103,7 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
         if let Some(gx) = g.grad_of(x) {
             g.exec([gy], gx, |[gy], gx| {
                 rows(outer, len, count, inner, start, step, |src, dst| {
-                    if let (Some(gx), Some(gy)) = (gx.get_mut(src..src + inner), gy.get(dst..dst + inner)) {
-                        gx.iter_mut().zip(gy).for_each(|(a, &b)| *a += b);
-                    }
+                    k::add_block(gx, gy, src, dst, inner)
                 })
             })?;
         }

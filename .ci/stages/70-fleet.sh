@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The fleet (issue 42): the wasm32 build of torchlet-fleet's message code, then two
-# end-to-end runs against a stock flwr 1.42.0 SuperLink and FedAvg ServerApp on 127.0.0.1
-# (tests/fleet/e2e.sh: the library's example node, then `torchlet fleet join` with W2 on
-# MNIST shards). flwr is installed into a venv under ~/.cache/torchlet-tools when missing.
+# The fleet (issue 42): the wasm32 build of torchlet-fleet's message code, then runs against
+# a stock flwr 1.42.0 SuperLink and FedAvg ServerApp on 127.0.0.1 (tests/fleet/e2e.sh): the
+# library's example node; `torchlet fleet join` against PyTorch replays of the same rounds
+# (tests/fleet/golden, made by tests/fleet/make_fleet_golden.py); the learning curves.
+# flwr is installed into a venv under ~/.cache/torchlet-tools when missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bash .ci/install.sh rust
@@ -23,8 +24,57 @@ cargo build -p torchlet-fleet --target wasm32-unknown-unknown --no-default-featu
 echo "--- end to end against a stock SuperLink"
 cargo build -p torchlet-fleet --example node --profile ci -q
 cargo build -p torchlet-cli --profile ci -q
-export FLWR_VENV="$VENV"
-CLIENT=example NODE_BIN="$PWD/target/ci/examples/node" NODES=3 ROUNDS=2 DEADLINE=180 \
-    timeout 200 bash tests/fleet/e2e.sh
-CLIENT=cli TORCHLET_BIN="$PWD/target/ci/torchlet" NODES=3 ROUNDS=2 DEADLINE=240 \
-    timeout 260 bash tests/fleet/e2e.sh
+export FLWR_VENV="$VENV" NODE_BIN="$PWD/target/ci/examples/node" TORCHLET_BIN="$PWD/target/ci/torchlet"
+G=tests/fleet/golden
+LOGS=$(mktemp -d)
+trap 'rm -rf "$LOGS"' EXIT
+# run NAME VAR=VALUE...: one e2e run (its own SuperLink on a free port), output in $LOGS/NAME.
+run() {
+    local name=$1
+    shift
+    if env "$@" timeout 900 bash tests/fleet/e2e.sh > "$LOGS/$name" 2>&1; then
+        echo "ok" >> "$LOGS/$name.rc"
+    else
+        echo "FAILED" >> "$LOGS/$name.rc"
+    fi
+}
+# Two lanes, one SuperLink each: the SuperLink (Python) is the busy process of a run.
+equality() {
+    run example CLIENT=example NODES=3 ROUNDS=2 DEADLINE=180
+    for net in lenet_tanh mbnet_silu; do
+        run "$net" CLIENT=cli NODES=8 ROUNDS=3 NO_EVAL=1 MODEL="$G/$net.onnx" \
+            INITIAL="$G/$net.initial.safetensors" CHECK=equal CHECK_ARGS="$G/$net.fedavg_3x5.safetensors"
+    done
+    for w in w1 w2; do
+        local model=firmware/assets/${w}_pretrained.tlm initial=tests/golden/w1_torch.safetensors
+        [ "$w" = w1 ] || initial=tests/golden/w2/w2_pretrained.safetensors
+        run "$w-1x1" CLIENT=cli NODES=8 ROUNDS=1 STEPS=1 NO_EVAL=1 MODEL="$model" INITIAL="$initial" \
+            CHECK=equal CHECK_ARGS="$G/$w.fedavg_1x1.safetensors"
+        run "$w-3x5" CLIENT=cli NODES=8 ROUNDS=3 NO_EVAL=1 MODEL="$model" INITIAL="$initial" \
+            CHECK=spread CHECK_ARGS="$G/$w.fedavg_3x5.safetensors $G/spread.json $w"
+    done
+}
+# The learning curve of biases + head. The full model's (FLEET_LEARN_ALL=1) takes another
+# 3-4 minutes of this 2-core machine, past the suite's 40-minute budget: run by hand.
+learning() {
+    local choices=(biases)
+    [ -z "${FLEET_LEARN_ALL:-}" ] || choices+=(all)
+    for choice in "${choices[@]}"; do
+        run "learn-$choice" CLIENT=cli NODES=10 ROUNDS=10 STEPS=10 BATCH=16 LR=0.01 SHARDS=upper \
+            EVAL_HELDOUT=1 EVAL_NODES=1 CHOICE="$choice" INITIAL="$G/w2_digits04.safetensors" \
+            DEADLINE=800 CHECK=curve CHECK_ARGS="$G/curves.json $choice"
+    done
+}
+equality &
+lane1=$!
+learning &
+lane2=$!
+wait "$lane1" "$lane2" || true
+failed=0
+for f in "$LOGS"/*.rc; do
+    name=$(basename "$f" .rc)
+    echo "--- fleet run $name: $(cat "$f")"
+    cat "$LOGS/$name"
+    grep -q ok "$f" || failed=1
+done
+exit "$failed"

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# End to end against a stock flwr 1.42.0 SuperLink on 127.0.0.1: a FedAvg ServerApp
-# (tests/fleet/serverapp) and N nodes. Checks that every round completes and that the
-# ServerApp saw num-examples from every node; then, by CLIENT:
-# - example: core/fleet/examples/node.rs (update w <- w (1 - lr) per local step): the final
-#   global arrays are w0 (1 - lr)^(steps * rounds) (FedAvg of identical updates);
-# - cli: `torchlet fleet join` with W2 (firmware/assets/w2_pretrained.tlm) on two-digit MNIST
-#   shards, each with its own kept key: the final arrays are finite, trained, and
-#   num_batches_tracked counted up by steps * rounds.
+# One federated run against a stock flwr 1.42.0 SuperLink on 127.0.0.1: the FedAvg
+# ServerApp (tests/fleet/serverapp) and NODES nodes, ROUNDS rounds of STEPS local steps.
+# tests/fleet/check.py then checks that every round had a reply with num-examples from every
+# node, and CHECK:
+# - example (CLIENT=example: core/fleet/examples/node.rs, w <- w (1 - lr) per local step):
+#   the final global arrays are w0 (1 - lr)^(steps * rounds) (FedAvg of identical updates);
+# - trained (CLIENT=cli: `torchlet fleet join` MODEL on MNIST shards, tests/fleet/shards.py
+#   SHARDS, each node with its own kept key): finite, trained, num_batches_tracked counted;
+# - equal REF, spread REF SPREAD NAME, curve CURVES NAME: against PyTorch (check.py).
 # Every process started here is stopped on exit; the whole run is bounded by DEADLINE s.
 #
 #   FLWR_VENV=/path/to/venv (flwr==1.42.0 numpy safetensors) CLIENT=example|cli \
 #   NODE_BIN=target/.../examples/node TORCHLET_BIN=target/.../torchlet tests/fleet/e2e.sh
+# CLIENT=cli settings: MODEL (.tlm or .onnx, converted here; W2 by default), INITIAL
+# (safetensors, W2's pretrained state_dict by default), SHARDS (pairs), STEPS (5), BATCH (8),
+# LR (0.05), CHOICE (all), EVAL_HELDOUT=1 (nodes evaluate on held-out digits), EVAL_NODES
+# (how many evaluate each round: NODES; one is enough on a shared held-out set), NO_EVAL=1
+# (no evaluate rounds), CHECK and CHECK_ARGS.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${FLWR_VENV:?set FLWR_VENV to a venv with flwr==1.42.0 numpy safetensors}
@@ -22,7 +28,18 @@ case "$CLIENT" in
 esac
 NODES=${NODES:-3}
 ROUNDS=${ROUNDS:-2}
+STEPS=${STEPS:-5}
+BATCH=${BATCH:-8}
+LR=${LR:-0.05}
+SHARDS=${SHARDS:-pairs}
+CHOICE=${CHOICE:-all}
 DEADLINE=${DEADLINE:-240}
+MODEL=${MODEL:-$ROOT/firmware/assets/w2_pretrained.tlm}
+INITIAL=${INITIAL:-$ROOT/tests/golden/w2/w2_pretrained.safetensors}
+if [ "$CLIENT" = cli ]; then CHECK=${CHECK:-trained}; else CHECK=${CHECK:-example}; fi
+EVAL_NODES=${EVAL_NODES:-$NODES}
+FRACTION_EVAL=$("${FLWR_VENV}/bin/python" -c "print(0.0 if '${NO_EVAL:-}' else $EVAL_NODES / $NODES)")
+export NODES ROUNDS STEPS CLIENT EVAL_HELDOUT="${EVAL_HELDOUT:-}" NO_EVAL="${NO_EVAL:-}" EVAL_NODES
 PY="$VENV/bin/python"
 export PATH="$VENV/bin:$PATH" FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1
 WORK=$(mktemp -d)
@@ -50,20 +67,11 @@ address = "127.0.0.1:$PORT"
 insecure = true
 TOML
 if [ "$CLIENT" = cli ]; then
-  cp "$ROOT/tests/golden/w2/w2_pretrained.safetensors" "$WORK/initial.safetensors"
-  "$PY" - "$ROOT/tests/data/mnist10k.bin" "$WORK" "$NODES" <<'PY'
-import sys
-import numpy as np
-from safetensors.numpy import save_file
-raw = open(sys.argv[1], "rb").read()
-count, rows, cols = int.from_bytes(raw[8:12], "little"), raw[12] | raw[13] << 8, raw[14] | raw[15] << 8
-rec = np.frombuffer(raw[16:], np.uint8).reshape(count, 1 + rows * cols)
-labels, pixels = rec[:, 0].astype(np.int64), rec[:, 1:].astype(np.float32) / 255.0
-for i in range(int(sys.argv[3])):
-    digits = (2 * i % 10, (2 * i + 1) % 10)  # non-IID: two classes per node
-    idx = np.concatenate([np.flatnonzero(labels == d)[: 10 * (i + 1)] for d in digits])
-    save_file({"x": pixels[idx].reshape(-1, 1, rows, cols), "y": labels[idx]}, f"{sys.argv[2]}/shard{i + 1}.safetensors")
-PY
+  cp "$INITIAL" "$WORK/initial.safetensors"
+  "$PY" "$ROOT/tests/fleet/shards.py" "$SHARDS" "$NODES" "$WORK"
+  case "$MODEL" in
+    *.onnx) "$TORCHLET_BIN" convert "$MODEL" "$WORK/model.tlm" > /dev/null; MODEL="$WORK/model.tlm" ;;
+  esac
 else
 "$PY" - "$WORK/initial.safetensors" <<'PY'
 import sys
@@ -85,10 +93,12 @@ until "$PY" -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.
   [ "$(left)" -gt 0 ] || { echo "FAIL: SuperLink did not come up"; tail -20 "$WORK/superlink.log"; exit 1; }
   sleep 0.5
 done
+EVAL_ARGS=()
+[ -z "${EVAL_HELDOUT:-}" ] || EVAL_ARGS=(--eval "$WORK/heldout.safetensors")
 for i in $(seq 1 "$NODES"); do
   if [ "$CLIENT" = cli ]; then
-    XDG_CONFIG_HOME="$WORK/config$i" setsid "$TORCHLET_BIN" fleet join "$ROOT/firmware/assets/w2_pretrained.tlm" \
-      "$WORK/shard$i.safetensors" --superlink "http://127.0.0.1:$PORT" > "$WORK/node$i.log" 2>&1 &
+    XDG_CONFIG_HOME="$WORK/config$i" setsid "$TORCHLET_BIN" fleet join "$MODEL" "$WORK/shard$i.safetensors" \
+      --superlink "http://127.0.0.1:$PORT" --choice "$CHOICE" "${EVAL_ARGS[@]}" > "$WORK/node$i.log" 2>&1 &
   else
     setsid "$NODE_BIN" "http://127.0.0.1:$PORT" $((10 * i)) > "$WORK/node$i.log" 2>&1 &
   fi
@@ -96,7 +106,8 @@ for i in $(seq 1 "$NODES"); do
 done
 NODE_PIDS=("${PIDS[@]:1}")
 flwr run "$ROOT/tests/fleet/serverapp" --run-config \
-  "initial=\"$WORK/initial.safetensors\" out=\"$WORK/result.json\" num-nodes=$NODES num-rounds=$ROUNDS" \
+  "initial=\"$WORK/initial.safetensors\" out=\"$WORK/result.json\" num-nodes=$NODES num-rounds=$ROUNDS \
+   local-steps=$STEPS batch-size=$BATCH lr=$LR fraction-evaluate=$FRACTION_EVAL evaluate-nodes=$EVAL_NODES" \
   > "$WORK/flwr-run.log" 2>&1 || { cat "$WORK/flwr-run.log"; exit 1; }
 
 # Each node leaves by itself once get-run reports the run finished.
@@ -108,37 +119,6 @@ for pid in "${NODE_PIDS[@]}"; do
   wait "$pid" || { echo "FAIL: node $pid exited with $?"; tail -20 "$WORK"/node*.log; exit 1; }
 done
 [ -f "$WORK/result.json" ] || { echo "FAIL: no result from the ServerApp"; tail -30 "$WORK/superlink.log"; exit 1; }
-"$PY" - "$WORK/result.json" "$WORK/initial.safetensors" "$NODES" "$ROUNDS" "$CLIENT" <<'PY'
-import json, sys
-import numpy as np
-from safetensors.numpy import load_file
-result, initial = json.load(open(sys.argv[1])), load_file(sys.argv[2])
-nodes, rounds, lr, steps, client = int(sys.argv[3]), int(sys.argv[4]), 0.05, 5, sys.argv[5]
-want = sorted((20.0 if client == "cli" else 10.0) * (i + 1) for i in range(nodes))
-for kind in ("train", "evaluate"):
-    assert len(result["rounds"][kind]) == rounds, (kind, len(result["rounds"][kind]))
-    for r, rows in enumerate(result["rounds"][kind], 1):
-        seen = sorted(row["num-examples"] for row in rows)
-        assert seen == want, f"{kind} round {r}: num-examples {seen}, want {want}"
-        print(f"{kind} round {r}: num-examples {seen}, loss {[round(row.get('train-loss', row.get('eval-loss')), 6) for row in rows]}")
-if client == "cli":
-    assert set(result["arrays"]) == set(initial), "the global arrays are the initial names"
-    changed = 0
-    for name, w0 in initial.items():
-        got = np.array(result["arrays"][name], dtype=np.float64)
-        assert np.all(np.isfinite(got)), name
-        if name.endswith("num_batches_tracked"):
-            assert abs(float(got) - float(w0) - steps * rounds) < 1e-9 * float(w0 + 1), (name, float(got), float(w0))
-        else:
-            changed += int(not np.allclose(got, w0))
-    print(f"final: every array finite, {changed} of {len(initial)} changed, num_batches_tracked + {steps * rounds}")
-    assert changed > len(initial) // 2
-    sys.exit(0)
-for name, w0 in initial.items():
-    got = np.array(result["arrays"][name])
-    want_w = w0 * (1 - lr) ** (steps * rounds) if w0.dtype == np.float32 else w0
-    err = float(np.max(np.abs(got - want_w))) if got.size else 0.0
-    assert err <= 1e-5 * max(1.0, float(np.max(np.abs(want_w)))), (name, err)
-    print(f"final {name}: max |global - w0 (1-lr)^{steps * rounds}| = {err:.2e}")
-PY
-echo "fleet e2e: $NODES nodes, $ROUNDS rounds: ok in $(( $(date +%s) - START )) s"
+# shellcheck disable=SC2086 # CHECK_ARGS: words
+"$PY" "$ROOT/tests/fleet/check.py" "$WORK" "$CHECK" ${CHECK_ARGS:-}
+echo "fleet e2e ($CHECK): $NODES nodes, $ROUNDS rounds of $STEPS steps: ok in $(( $(date +%s) - START )) s"

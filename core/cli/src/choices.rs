@@ -16,29 +16,44 @@ use torchlet::optim::Sgd;
 use torchlet::plan::{Plan, Planner, Thousands};
 use torchlet::{Error, Graph};
 
+/// How a fine-tuning step runs the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepMode {
+    /// A device's step ([`Trained::build`]): eval mode but for `all`, frozen tensors in place.
+    Device,
+    /// PyTorch's `model.train()` ([`Trained::build_training`]): batch statistics, running
+    /// statistics updated, frozen tensors copied (a fleet round).
+    Training,
+}
+
 /// The plan of one training step of `file` at `dims` with `trained` parameters (SGD
 /// with `momentum`; 16-bit norm saves with `compact`, see
-/// [`Graph::set_compact_saves`]). `file` must live for the program (frozen tensors
-/// stay in it).
+/// [`Graph::set_compact_saves`]), run as `mode` says. `file` must live for the program
+/// (frozen tensors stay in it).
 pub fn plan_choice(
     file: ModelFile<'static>,
     dims: &[usize],
     trained: Trained<'static>,
     momentum: f32,
     compact: bool,
+    mode: StepMode,
 ) -> Result<Plan, String> {
-    let all = trained == Trained::All;
+    let training = trained == Trained::All || mode == StepMode::Training;
     let planner = Planner::new(
         move |g: &mut Graph<'static, f32, TAPE>| {
             g.set_compact_saves(compact);
-            let m = trained.build(g, file).map_err(Error::from)?;
+            let m = match mode {
+                StepMode::Device => trained.build(g, file),
+                StepMode::Training => trained.build_training(g, file),
+            };
+            let m = m.map_err(Error::from)?;
             if momentum != 0.0 {
                 Sgd::new(g, 0.01, momentum, 0.0)?;
             }
             Ok(m)
         },
         |g: &mut Graph<'static, f32, TAPE>, m: &Model<'static>, h: usize, w: usize| {
-            g.set_training(all && g.grad_enabled());
+            g.set_training(training && g.grad_enabled());
             let x = g.input(&sized(dims, h, w), &[])?;
             let y = m.forward(g, &[x]).map_err(Error::from)?;
             // A meta graph's loss takes no targets (their count could be huge).
@@ -87,7 +102,7 @@ pub fn run(
         "trained", "values", "step", "parameters", "forward"
     );
     for (what, t, compact) in choices {
-        let p = plan_choice(file, dims, t, momentum, compact)?;
+        let p = plan_choice(file, dims, t, momentum, compact, StepMode::Device)?;
         println!(
             "  {:<30} {:>14} {:>12} {:>14} {:>12}",
             what,

@@ -13,7 +13,7 @@
 
 mod local;
 
-use crate::choices::plan_choice;
+use crate::choices::{plan_choice, StepMode};
 use crate::files;
 use crate::limits::Limits;
 use crate::plan::{plan_at, within};
@@ -90,7 +90,7 @@ pub fn run(command: FleetCommand, limits: Limits) -> Result<(), String> {
         }
         let plan = match (train, trained) {
             (true, Trained::All) | (false, _) => plan_at(file, &key.0, 0.9)?,
-            (true, t) => plan_choice(file, &key.0, t, 0.9, false)?,
+            (true, t) => plan_choice(file, &key.0, t, 0.9, false, StepMode::Training)?,
         };
         // The round's sizes come from the server's config: within the budgets first.
         within(limits, &plan, &key.0, key.1)?;
@@ -123,11 +123,7 @@ pub fn run(command: FleetCommand, limits: Limits) -> Result<(), String> {
         dims[0] = round.batch.clamp(1, train_data.n());
         let words = arena_for(dims, true)?;
         let (updated, train_loss) = local::train(&received, trained, words, &train_data, &round)?;
-        let counted = if trained == Trained::All {
-            round.steps as i64
-        } else {
-            0
-        };
+        let counted = round.steps as i64;
         let arrays = local::reply_arrays(&updated, task.arrays, counted)?;
         eprintln!(
             "round {round_no}: train loss {train_loss:.4} ({:.1} s)",

@@ -6,7 +6,7 @@
 //! does, through [`Trained::build`]: BatchNorm statistics frozen, the tensors that do
 //! not train read in place from the file, so they come out unchanged.
 
-use crate::choices::{plan_choice, trained_values};
+use crate::choices::{plan_choice, trained_values, StepMode};
 use crate::files;
 use crate::limits::Limits;
 use crate::plan::{loss, plan_at, target_count, within, TAPE};
@@ -173,7 +173,7 @@ pub fn run(s: Settings, limits: Limits) -> Result<(), String> {
     dims[0] = batch;
     let plan = match trained {
         Trained::All => plan_at(file, &dims, s.momentum)?,
-        t => plan_choice(file, &dims, t, s.momentum, s.compact_saves)?,
+        t => plan_choice(file, &dims, t, s.momentum, s.compact_saves, StepMode::Device)?,
     };
     within(limits, &plan, &dims, true)?;
     let mut arena = vec![0.0f32; plan.step_bytes.div_ceil(4) + 16];

@@ -2,8 +2,9 @@
 //!
 //! 1. register-node (412 = already registered: fine), activate-node with a heartbeat interval;
 //!    a thread sends send-node-heartbeat every third of it.
-//! 2. Loop: pull-messages; for a message, pull-object each id of its tree (retrying while not
-//!    yet available, each checked against its SHA-256), confirm-message-received, call the
+//! 2. Loop: pull-messages; for a message, pull-object each id of its tree that the previous
+//!    message did not hold (retrying while not yet available, each checked against its
+//!    SHA-256), confirm-message-received, call the
 //!    user's function, push-messages the reply and push-object what the SuperLink asks for.
 //!    With no message, get-run on the last run seen: 403 code 2007 means it has finished.
 //! 3. deactivate-node, unregister-node.
@@ -144,6 +145,10 @@ fn serve(
     handle: &mut impl FnMut(&Task) -> Result<Reply, String>,
 ) -> Result<(), Error> {
     let mut last_run = None;
+    // The previous message's objects by id: a round's evaluate message and the next
+    // round's train message carry the same global arrays, and frozen arrays stay the same
+    // over rounds, so most of a message need not be pulled again.
+    let mut cache = HashMap::new();
     while !options.stop.load(Ordering::SeqCst) {
         let pulled: proto::PullMessagesResponse = client.call(
             "pull-messages",
@@ -167,7 +172,7 @@ fn serve(
         };
         let run_id = header.metadata.as_ref().map(|m| m.run_id).unwrap_or(0);
         last_run = Some(run_id);
-        let message = pull_message(client, node, run_id, tree)?;
+        let message = pull_message(client, node, run_id, tree, &mut cache)?;
         client.call::<_, proto::ConfirmMessageReceivedResponse>(
             "confirm-message-received",
             &proto::ConfirmMessageReceivedRequest {
@@ -212,17 +217,24 @@ fn answer(
     .into_content()
 }
 
+/// The message of `tree`, its objects taken from `cache` where there (content-addressed:
+/// an id names one content) and pulled otherwise; `cache` then holds this message's objects.
 fn pull_message(
     client: &Client,
     node: Option<proto::Node>,
     run_id: u64,
     tree: &proto::ObjectTree,
+    cache: &mut HashMap<String, Object>,
 ) -> Result<Message, Error> {
     let mut ids = Vec::new();
     collect(tree, &mut ids);
     let mut objects = HashMap::new();
     for id in ids {
         if objects.contains_key(&id) {
+            continue;
+        }
+        if let Some(object) = cache.remove(&id) {
+            objects.insert(id, object);
             continue;
         }
         let request = proto::PullObjectRequest {
@@ -246,7 +258,9 @@ fn pull_message(
         };
         objects.insert(id.clone(), Object::parse(&id, &bytes)?);
     }
-    Message::inflate(&tree.object_id, &objects)
+    let message = Message::inflate(&tree.object_id, &objects);
+    *cache = objects;
+    message
 }
 
 fn collect(tree: &proto::ObjectTree, ids: &mut Vec<String>) {

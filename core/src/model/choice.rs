@@ -15,6 +15,7 @@ use super::file::{ModelFile, TensorRecord};
 use super::run::{Model, Placement};
 use super::{TensorKind, ValueRef};
 use crate::graph::Graph;
+use crate::scalar::Scalar;
 
 /// Which parameters train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +97,23 @@ impl Trained<'_> {
             false => Model::in_place(g, file, self.placement(file, Placement::InPlace)),
         }
     }
+    /// `file`'s model in `g` for a training-mode step under this choice, as PyTorch's
+    /// `model.train()` with the other parameters frozen runs it (a federated round,
+    /// where the server averages the running statistics too): BatchNorm on batch
+    /// statistics with its running statistics updated, the tensors that train as
+    /// parameters, every other one a frozen copy in the arena. For
+    /// [`Trained::All`] this is [`Trained::build`].
+    pub fn build_training<'m, S: Scalar, const N: usize>(
+        self,
+        g: &mut Graph<'m, S, N>,
+        file: ModelFile<'m>,
+    ) -> ModelResult<'m, Model<'m>>
+    where
+        Self: 'm,
+    {
+        g.set_training(true);
+        Model::with_placement(g, file, self.placement(file, Placement::Frozen))
+    }
 }
 
 /// Whether the last node reads tensor `k` (the classifier's weight and bias).
@@ -167,6 +185,26 @@ mod tests {
             assert_eq!(g.arena().used_bytes(), 4 * (copied + values(t)), "{t:?}");
         }
         assert!(values(Trained::Biases) > values(Trained::Head) && values(Trained::Head) > 0);
+    }
+
+    #[test]
+    fn build_training_trains_the_choice_in_training_mode_with_every_tensor_in_the_arena() {
+        let file = ModelFile::parse(&W2.0).unwrap();
+        let every: usize = file.tensors().map(|r| r.shape.numel()).sum();
+        for t in [Trained::All, Trained::Biases, Trained::Head] {
+            let mut g: Graph<'_, f32, 160> = Graph::meta(usize::MAX);
+            g.set_training(false);
+            let m = t.build_training(&mut g, file).unwrap();
+            assert!(g.is_training(), "{t:?}");
+            let mut trained = 0;
+            for r in file.tensors() {
+                let grad = g.requires_grad(m.param(r.index).unwrap()).unwrap();
+                assert_eq!(grad, t.trains(&file, &r), "{t:?}: {}", r.name);
+                trained += if grad { r.shape.numel() } else { 0 };
+            }
+            // Every value copied (running statistics are written), a gradient per trained one.
+            assert_eq!(g.arena().used_bytes(), 4 * (every + trained), "{t:?}");
+        }
     }
 
     #[test]

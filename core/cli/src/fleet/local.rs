@@ -6,8 +6,9 @@
 //!   back counted up by the steps in training mode). Anything else is refused by name and
 //!   the local model stays as it was.
 //! - Mini-batch b is rows (b·B) mod N onward, cyclic over the N samples (B = batch-size).
-//! - The step is `torchlet train`'s: mean cross-entropy, SGD (momentum buffer fresh each
-//!   round), training mode with `--choice all`, a device's fine-tuning step otherwise.
+//! - The step is PyTorch's `model.train()` step: mean cross-entropy, SGD (momentum buffer
+//!   fresh each round), BatchNorm on batch statistics with its running statistics updated
+//!   whatever trains (FedAvg averages them too); frozen tensors are copies in the arena.
 
 use crate::files::Tensor;
 use crate::plan::{loss, target_count, TAPE};
@@ -108,7 +109,7 @@ pub fn train(
     let file = ModelFile::parse(&bytes).map_err(|e| e.to_string())?;
     let mut arena = vec![0.0f32; arena_words];
     let mut g: Graph<'_, f32, TAPE> = Graph::new(&mut arena);
-    let m = trained.build(&mut g, file).map_err(|e| e.to_string())?;
+    let m = trained.build_training(&mut g, file).map_err(|e| e.to_string())?;
     let mut sgd =
         Sgd::new(&mut g, round.lr, round.momentum, round.weight_decay).map_err(|e| e.to_string())?;
     let n = data.n();

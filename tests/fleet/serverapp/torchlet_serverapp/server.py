@@ -2,8 +2,10 @@
 
 Initial arrays come from a safetensors file (a PyTorch state_dict saved with
 safetensors.torch.save_file, or `torchlet export`), in the file's order. Each round's client
-metrics (num-examples, train-loss, eval-loss, eval-acc) and the final arrays are written to
-the JSON file `out`, which tests/fleet/e2e.sh checks.
+metrics (num-examples, train-loss, eval-loss, eval-acc), the error replies' reasons and the
+final arrays are written to the JSON file `out`, which tests/fleet/check.py checks. A round
+waits `round-timeout` seconds at most for its replies (a node that died does not stall the
+run) and proceeds with at least `min-nodes` of them.
 """
 
 import json
@@ -16,6 +18,21 @@ from safetensors import safe_open
 
 app = ServerApp()
 LOG = {"train": [], "evaluate": []}
+ERRORS = {"train": [], "evaluate": []}
+
+
+class LoggedFedAvg(FedAvg):
+    """Stock FedAvg; the reasons of each round's error replies are logged first."""
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        ERRORS["train"].append([m.error.reason for m in replies if m.has_error()])
+        return super().aggregate_train(server_round, replies)
+
+    def aggregate_evaluate(self, server_round, replies):
+        replies = list(replies)
+        ERRORS["evaluate"].append([m.error.reason for m in replies if m.has_error()])
+        return super().aggregate_evaluate(server_round, replies)
 
 
 def load_arrays(path):
@@ -37,16 +54,18 @@ def logged(kind):
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
-    nodes = int(cfg["num-nodes"])
-    strategy = FedAvg(
-        min_train_nodes=nodes, min_evaluate_nodes=nodes, min_available_nodes=nodes,
+    nodes, least = int(cfg["num-nodes"]), int(cfg["min-nodes"]) or int(cfg["num-nodes"])
+    strategy = LoggedFedAvg(
+        min_train_nodes=least, min_evaluate_nodes=int(cfg["evaluate-nodes"]) or least, min_available_nodes=least,
+        fraction_evaluate=float(cfg["fraction-evaluate"]),
         train_metrics_aggr_fn=logged("train"), evaluate_metrics_aggr_fn=logged("evaluate"),
     )
     train_config = ConfigRecord({k: cfg[k] for k in ("lr", "momentum", "local-steps", "batch-size")})
     result = strategy.start(
         grid=grid, initial_arrays=load_arrays(cfg["initial"]),
         num_rounds=int(cfg["num-rounds"]), train_config=train_config,
+        timeout=float(cfg["round-timeout"]),
     )
     final = {k: a.numpy().tolist() for k, a in result.arrays.items()}
     with open(cfg["out"], "w") as f:
-        json.dump({"rounds": LOG, "arrays": final}, f)
+        json.dump({"rounds": LOG, "errors": ERRORS, "arrays": final}, f)

@@ -26,6 +26,8 @@ cargo build -p torchlet-fleet --example node --profile ci -q
 cargo build -p torchlet-cli --profile ci -q
 export FLWR_VENV="$VENV" NODE_BIN="$PWD/target/ci/examples/node" TORCHLET_BIN="$PWD/target/ci/torchlet"
 G=tests/fleet/golden
+# The fault runs' network (few arrays: quick rounds). Words: `run` passes them to env.
+lenet="CLIENT=cli MODEL=$G/lenet_tanh.onnx INITIAL=$G/lenet_tanh.initial.safetensors"
 LOGS=$(mktemp -d)
 trap 'rm -rf "$LOGS"' EXIT
 # run NAME VAR=VALUE...: one e2e run (its own SuperLink on a free port), output in $LOGS/NAME.
@@ -53,6 +55,23 @@ equality() {
         run "$w-3x5" CLIENT=cli NODES=8 ROUNDS=3 NO_EVAL=1 MODEL="$model" INITIAL="$initial" \
             CHECK=spread CHECK_ARGS="$G/$w.fedavg_3x5.safetensors $G/spread.json $w"
     done
+    # Spoilt inputs: every round completes, nothing non-finite is averaged, refusals name it.
+    for fault in nan extra shape; do
+        # shellcheck disable=SC2086
+        run "fault-$fault" FAULT="$fault" $lenet NODES=3 ROUNDS=2 CHECK=trained
+    done
+}
+# A node gone mid-run, and the SuperLink killed and restarted (the nodes join again and
+# the new run's arrays equal PyTorch's).
+departures() {
+    for fault in kill interrupt; do
+        # shellcheck disable=SC2086
+        run "fault-$fault" FAULT="$fault" $lenet NODES=4 ROUNDS=3 MIN_NODES=3 EVAL_NODES=3 \
+            FRACTION_TRAIN=0.75 ROUND_TIMEOUT=8 CHECK=trained
+    done
+    # shellcheck disable=SC2086
+    run fault-restart FAULT=restart $lenet NODES=8 ROUNDS=3 NO_EVAL=1 CHECK=equal \
+        CHECK_ARGS="$G/lenet_tanh.fedavg_3x5.safetensors"
 }
 # The learning curve of biases + head. The full model's (FLEET_LEARN_ALL=1) takes another
 # 3-4 minutes of this 2-core machine, past the suite's 40-minute budget: run by hand.
@@ -64,6 +83,7 @@ learning() {
             EVAL_HELDOUT=1 EVAL_NODES=1 CHOICE="$choice" INITIAL="$G/w2_digits04.safetensors" \
             DEADLINE=800 CHECK=curve CHECK_ARGS="$G/curves.json $choice"
     done
+    departures
 }
 equality &
 lane1=$!

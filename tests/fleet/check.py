@@ -1,12 +1,14 @@
 """Checks of one fleet run (tests/fleet/e2e.sh) on the ServerApp's result.json.
 
     python3 check.py WORK CHECK [ARG...]
+    python3 check.py WORK fault-nan|fault-extra|fault-shape   # spoils WORK's files first
 
 WORK holds result.json (rounds' client metrics, final global arrays), initial.safetensors,
 shard*.safetensors and, when the nodes evaluated on it, heldout.safetensors; the run's
 settings come in the environment (NODES, ROUNDS, STEPS, CLIENT, EVAL_HELDOUT).
 Every run is first checked for its rounds: each has a reply from every node with its
-num-examples. Then CHECK:
+num-examples (but the node a FAULT takes out: see e2e.sh; with FAULT extra or shape, that
+every node refused every message by name). Then CHECK:
   - example: the final arrays are w0 (1 - lr)^(steps rounds) (the example node's update);
   - trained: every array finite, most changed, num_batches_tracked + steps rounds;
   - equal REF: every array within 1e-4 max|ref| + 1e-5 of REF's (tests/fleet/golden);
@@ -37,35 +39,103 @@ def distance(arrays, ref):
     return worst, name
 
 
-def rounds(work, result):
+def rounds(work, result, missing=(), maybe_missing=()):
+    """Every round has a reply from every node but those `missing` (0-based) and perhaps
+    those `maybe_missing`, each with its num-examples; prints the rounds."""
     nodes, n_rounds = int(os.environ["NODES"]), int(os.environ["ROUNDS"])
     if os.environ.get("CLIENT") == "example":
         sizes = [10 * (i + 1) for i in range(nodes)]  # the example node's own claim
     else:
         sizes = [len(load_file(f"{work}/shard{i + 1}.safetensors")["y"]) for i in range(nodes)]
-    want = {"train": sorted(float(s) for s in sizes)}
     held = f"{work}/heldout.safetensors"
     if os.environ.get("EVAL_HELDOUT"):
-        want["evaluate"] = [float(len(load_file(held)["y"]))] * int(os.environ["EVAL_NODES"])
+        eval_sizes = [len(load_file(held)["y"])] * (int(os.environ["EVAL_NODES"]) or nodes)
     else:
-        want["evaluate"] = want["train"]
-    for kind, rows_by_round in result["rounds"].items():
+        eval_sizes = sizes
+    for kind, all_sizes in (("train", sizes), ("evaluate", eval_sizes)):
+        rows_by_round = result["rounds"][kind]
         if not rows_by_round and kind == "evaluate" and os.environ.get("NO_EVAL"):
             continue
         assert len(rows_by_round) == n_rounds, (kind, len(rows_by_round))
+        want = sorted(float(n) for i, n in enumerate(all_sizes) if i not in missing and i not in maybe_missing)
+        maybe = sorted(float(all_sizes[i]) for i in maybe_missing if i < len(all_sizes))
         for r, rows in enumerate(rows_by_round, 1):
             seen = sorted(row["num-examples"] for row in rows)
-            assert seen == want[kind], f"{kind} round {r}: num-examples {seen}, want {want[kind]}"
+            if maybe_missing:  # FedAvg samples; a sampled dead node leaves its round short
+                assert len(seen) >= len(want) - 1 and set(seen) <= set(want + maybe), (kind, r, seen)
+            else:
+                assert seen == want, f"{kind} round {r}: num-examples {seen}, want {want}"
             key = "train-loss" if kind == "train" else "eval-loss"
             losses = [round(row.get(key, float("nan")), 4) for row in rows]
-            print(f"{kind} round {r}: num-examples {[int(s) for s in seen]}, {key} {losses}")
+            times = result.get("times", {})
+            took = ""
+            if len(times.get(kind, [])) >= r:
+                took = f" (in at {times[kind][r - 1] - times['start']:.1f} s)"
+            print(f"{kind} round {r}: num-examples {[int(s) for s in seen]}, {key} {losses}{took}")
+
+
+def prepare_fault(work, fault):
+    """Spoils node 1's samples (nan) or the initial arrays (extra, shape) in place."""
+    from safetensors.numpy import save_file
+
+    if fault == "nan":
+        shard = load_file(f"{work}/shard1.safetensors")
+        shard["x"][0, 0, 0, 0] = np.nan
+        save_file(shard, f"{work}/shard1.safetensors")
+        print("node 1's first sample holds a NaN")
+        return
+    initial = load_file(f"{work}/initial.safetensors")
+    if fault == "extra":
+        initial["extra.weight"] = np.zeros(3, np.float32)
+        print("the initial arrays hold extra.weight, which the model has not")
+    else:
+        name = reshaped(initial)
+        initial[name] = np.zeros(initial[name].shape[0] + 1, np.float32)
+        print(f"the initial {name} has shape {list(initial[name].shape)}")
+    save_file(initial, f"{work}/initial.safetensors")
+
+
+def reshaped(initial):
+    """The array FAULT=shape spoils: the first 1-D float32 one."""
+    return next(k for k, v in sorted(initial.items()) if v.dtype == np.float32 and v.ndim == 1)
+
+
+def refused(result, name):
+    """Every node refused every message, naming `name`; nothing was averaged."""
+    nodes, n_rounds = int(os.environ["NODES"]), int(os.environ["ROUNDS"])
+    assert not result["rounds"]["train"], "a train reply was taken"
+    for kind in ("train", "evaluate"):
+        errors = result["errors"][kind]
+        assert len(errors) == n_rounds, (kind, errors)
+        for r, reasons in enumerate(errors, 1):
+            assert len(reasons) == nodes and all(name in e for e in reasons), (kind, r, reasons)
+    assert not result["arrays"], "no array should have been averaged"
+    print(f"every node refused every message ({n_rounds} rounds), e.g.: {result['errors']['train'][0][0]}")
+    print("no train reply was averaged; the ServerApp has no new arrays")
 
 
 def main():
     work, check, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if check.startswith("fault-"):
+        prepare_fault(work, check[len("fault-"):])
+        return
     result = json.load(open(f"{work}/result.json"))
     initial = load_file(f"{work}/initial.safetensors")
-    rounds(work, result)
+    fault, nodes = os.environ.get("FAULT", ""), int(os.environ["NODES"])
+    if fault in ("extra", "shape"):
+        refused(result, "extra.weight" if fault == "extra" else reshaped(initial))
+        return
+    rounds(work, result, missing={0} if fault == "nan" else (), maybe_missing={nodes - 1} if fault in ("kill", "interrupt") else ())
+    if fault == "nan":
+        for kind in ("train", "evaluate"):
+            for r, reasons in enumerate(result["errors"][kind], 1):
+                assert len(reasons) == 1 and "finite" in reasons[0], (kind, r, reasons)
+        print(f"node 1 sent an error reply in every round, e.g.: {result['errors']['train'][0][0]}")
+    if fault in ("kill", "interrupt"):
+        dead = float(len(load_file(f"{work}/shard{nodes}.safetensors")["y"]))
+        without = [r for r, rows in enumerate(result["rounds"]["train"], 1) if dead not in [x["num-examples"] for x in rows]]
+        assert without, "the stopped node replied in every round"
+        print(f"the run finished without the stopped node in train rounds {without}")
     got = {k: np.asarray(v, np.float64) for k, v in result["arrays"].items()}
     assert set(got) == set(initial), f"the global arrays' names differ: {sorted(set(got) ^ set(initial))}"
     for k, v in got.items():

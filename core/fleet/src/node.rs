@@ -8,6 +8,9 @@
 //!    user's function, push-messages the reply and push-object what the SuperLink asks for.
 //!    With no message, get-run on the last run seen: 403 code 2007 means it has finished.
 //! 3. deactivate-node, unregister-node.
+//!
+//! A SuperLink restarted without its state answers the node's calls with HTTP 401 (it no
+//! longer knows the key): the node joins again (1.) and goes on with the next run.
 
 use crate::client::{unix_now, Client};
 use crate::error::Error;
@@ -64,11 +67,53 @@ pub struct Summary {
 
 /// Joins the SuperLink, answers its messages with `handle` until the run ends (or
 /// `options.stop` is set), then leaves. `handle`'s `Err(reason)` is sent as an error reply.
+/// A SuperLink that no longer knows the node (restarted with its state in memory: HTTP 401)
+/// is joined again, up to [`REJOINS`] times in a row without a reply in between.
 pub fn run(
     client: &Client,
     options: &NodeOptions,
     mut handle: impl FnMut(&Task) -> Result<Reply, String>,
 ) -> Result<Summary, Error> {
+    let mut summary = Summary::default();
+    let mut rejoins = 0;
+    loop {
+        let node_id = join(client, options)?;
+        summary.node_id = node_id;
+        let node = Some(proto::Node { node_id });
+        let done = Arc::new(AtomicBool::new(false));
+        let heartbeat = spawn_heartbeat(client.clone(), node_id, options.heartbeat_interval, done.clone());
+        let replies = summary.replies;
+        let result = serve(client, options, node, &mut summary, &mut handle);
+        done.store(true, Ordering::SeqCst);
+        let _ = heartbeat.join();
+        if summary.replies > replies {
+            rejoins = 0;
+        }
+        match result {
+            Err(e) if forgotten(&e) && rejoins < REJOINS => {
+                rejoins += 1;
+                eprintln!("fleet: the SuperLink no longer knows node {node_id} ({e}); joining again");
+            }
+            result => {
+                let left = leave(client, node_id);
+                result?;
+                left?;
+                return Ok(summary);
+            }
+        }
+    }
+}
+
+/// Re-joins in a row, without a reply in between, before [`run`] gives up.
+pub const REJOINS: usize = 5;
+
+/// Whether the SuperLink refused the node's key: it has forgotten the node.
+fn forgotten(e: &Error) -> bool {
+    matches!(e, Error::Status { status: 401, .. })
+}
+
+/// register-node (412, already registered, is fine) and activate-node: the node's id.
+fn join(client: &Client, options: &NodeOptions) -> Result<u64, Error> {
     let public_key = client.identity().public_pem().as_bytes().to_vec();
     let register = proto::RegisterNodeFleetRequest {
         public_key: public_key.clone(),
@@ -81,33 +126,22 @@ pub fn run(
         public_key,
         heartbeat_interval: options.heartbeat_interval,
     };
-    let node_id = client
+    Ok(client
         .call::<_, proto::ActivateNodeResponse>("activate-node", &activate)?
-        .node_id;
-    let node = Some(proto::Node { node_id });
-    let done = Arc::new(AtomicBool::new(false));
-    let heartbeat = spawn_heartbeat(client.clone(), node_id, options.heartbeat_interval, done.clone());
-    let mut summary = Summary {
-        node_id,
-        ..Summary::default()
-    };
-    let result = serve(client, options, node, &mut summary, &mut handle);
-    done.store(true, Ordering::SeqCst);
-    let _ = heartbeat.join();
-    let left = client
-        .call::<_, proto::DeactivateNodeResponse>(
-            "deactivate-node",
-            &proto::DeactivateNodeRequest { node_id },
-        )
-        .and_then(|_| {
-            client.call::<_, proto::UnregisterNodeFleetResponse>(
-                "unregister-node",
-                &proto::UnregisterNodeFleetRequest { node_id },
-            )
-        });
-    result?;
-    left?;
-    Ok(summary)
+        .node_id)
+}
+
+/// deactivate-node, unregister-node.
+fn leave(client: &Client, node_id: u64) -> Result<(), Error> {
+    client.call::<_, proto::DeactivateNodeResponse>(
+        "deactivate-node",
+        &proto::DeactivateNodeRequest { node_id },
+    )?;
+    client.call::<_, proto::UnregisterNodeFleetResponse>(
+        "unregister-node",
+        &proto::UnregisterNodeFleetRequest { node_id },
+    )?;
+    Ok(())
 }
 
 fn spawn_heartbeat(

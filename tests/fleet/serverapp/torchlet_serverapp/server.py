@@ -2,13 +2,14 @@
 
 Initial arrays come from a safetensors file (a PyTorch state_dict saved with
 safetensors.torch.save_file, or `torchlet export`), in the file's order. Each round's client
-metrics (num-examples, train-loss, eval-loss, eval-acc), the error replies' reasons and the
-final arrays are written to the JSON file `out`, which tests/fleet/check.py checks. A round
+metrics (num-examples, train-loss, eval-loss, eval-acc), the error replies' reasons, when
+each round's replies were in, and the final arrays are written to the JSON file `out`, which tests/fleet/check.py checks. A round
 waits `round-timeout` seconds at most for its replies (a node that died does not stall the
 run) and proceeds with at least `min-nodes` of them.
 """
 
 import json
+import time
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord
@@ -19,6 +20,7 @@ from safetensors import safe_open
 app = ServerApp()
 LOG = {"train": [], "evaluate": []}
 ERRORS = {"train": [], "evaluate": []}
+TIMES = {"start": 0.0, "train": [], "evaluate": []}  # time.time() as each round's replies are in
 
 
 class LoggedFedAvg(FedAvg):
@@ -26,11 +28,13 @@ class LoggedFedAvg(FedAvg):
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
+        TIMES["train"].append(time.time())
         ERRORS["train"].append([m.error.reason for m in replies if m.has_error()])
         return super().aggregate_train(server_round, replies)
 
     def aggregate_evaluate(self, server_round, replies):
         replies = list(replies)
+        TIMES["evaluate"].append(time.time())
         ERRORS["evaluate"].append([m.error.reason for m in replies if m.has_error()])
         return super().aggregate_evaluate(server_round, replies)
 
@@ -57,10 +61,11 @@ def main(grid: Grid, context: Context) -> None:
     nodes, least = int(cfg["num-nodes"]), int(cfg["min-nodes"]) or int(cfg["num-nodes"])
     strategy = LoggedFedAvg(
         min_train_nodes=least, min_evaluate_nodes=int(cfg["evaluate-nodes"]) or least, min_available_nodes=least,
-        fraction_evaluate=float(cfg["fraction-evaluate"]),
+        fraction_train=float(cfg["fraction-train"]), fraction_evaluate=float(cfg["fraction-evaluate"]),
         train_metrics_aggr_fn=logged("train"), evaluate_metrics_aggr_fn=logged("evaluate"),
     )
     train_config = ConfigRecord({k: cfg[k] for k in ("lr", "momentum", "local-steps", "batch-size")})
+    TIMES["start"] = time.time()
     result = strategy.start(
         grid=grid, initial_arrays=load_arrays(cfg["initial"]),
         num_rounds=int(cfg["num-rounds"]), train_config=train_config,
@@ -68,4 +73,4 @@ def main(grid: Grid, context: Context) -> None:
     )
     final = {k: a.numpy().tolist() for k, a in result.arrays.items()}
     with open(cfg["out"], "w") as f:
-        json.dump({"rounds": LOG, "errors": ERRORS, "arrays": final}, f)
+        json.dump({"rounds": LOG, "errors": ERRORS, "times": TIMES, "arrays": final}, f)

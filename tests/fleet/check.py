@@ -15,7 +15,9 @@ every node refused every message by name). Then CHECK:
   - spread REF SPREAD NAME: prints the distance from REF beside the float32 PyTorch
     replays' (SPREAD's NAME) and fails past 4x their largest;
   - curve CURVES NAME: prints the held-out accuracy per round beside the float32 PyTorch
-    replay's (CURVES's NAME) and fails if a round is more than 0.1 away from it.
+    replay's (CURVES's NAME) and fails if a round is more than 0.1 away from it;
+  - scale: prints wall time per round, CPU time and peak memory per node and bytes on the
+    wire per node-round (WIRE=1 SAMPLE=1 runs; tests/fleet/scale.sh).
 Distances are in units of the tolerance of `equal` (1 or less passes it).
 """
 
@@ -114,6 +116,35 @@ def refused(result, name):
     print("no train reply was averaged; the ServerApp has no new arrays")
 
 
+def scale(work, result, initial):
+    """Prints the scale figures: wall time per round, CPU and peak memory per node, bytes."""
+    nodes, n_rounds = int(os.environ["NODES"]), int(os.environ["ROUNDS"])
+    times = [result["times"]["start"]] + result["times"]["train"]
+    walls = [b - a for a, b in zip(times, times[1:])]
+    samples = json.load(open(f"{work}/nodes.json")).values()
+    cpu = sorted(v["cpu_s"] for v in samples)
+    rss = sorted(v["peak_rss_kib"] for v in samples)
+    wire = json.load(open(f"{work}/wire.json"))
+    arrays = sum(v.nbytes for v in initial.values())
+    requests = []
+    for i in range(nodes):
+        for line in open(f"{work}/node{i + 1}.log"):
+            if "HTTP requests" in line:
+                requests.append(int(line.rsplit(",", 1)[1].split()[0]))
+    per_request = (wire["to_superlink"] + wire["from_superlink"] - 2 * arrays * nodes * n_rounds) / max(1, sum(requests))
+    per = (wire["to_superlink"] + wire["from_superlink"]) / (nodes * n_rounds)
+    print(f"{nodes} nodes, {n_rounds} rounds, {len(initial)} arrays of {arrays:,} bytes")
+    print(f"wall time per round: {', '.join(f'{w:.1f}' for w in walls)} s")
+    print(f"CPU per node-round: median {cpu[len(cpu) // 2] / n_rounds * 1e3:.0f} ms, "
+          f"max {cpu[-1] / n_rounds * 1e3:.0f} ms (the whole run, joining and leaving included, / rounds)")
+    print(f"peak resident memory per node: median {rss[len(rss) // 2] / 1024:.1f} MiB, max {rss[-1] / 1024:.1f} MiB")
+    print(f"bytes on the wire per node-round: {per:,.0f} (to the SuperLink {wire['to_superlink'] / (nodes * n_rounds):,.0f}, "
+          f"from it {wire['from_superlink'] / (nodes * n_rounds):,.0f}; {wire['connections']} connections), "
+          f"beside the arrays' own {2 * arrays:,} (down and up): overhead {per - 2 * arrays:+,.0f}")
+    print(f"HTTP requests per node-round: {sum(requests) / (nodes * n_rounds):.0f} "
+          f"(one per object each way, besides heartbeats and polls); {per_request:,.0f} bytes each beyond the arrays")
+
+
 def main():
     work, check, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     if check.startswith("fault-"):
@@ -185,6 +216,8 @@ def main():
               f"last {ours[-1]:.3f}")
         far = [r + 1 for r, (a, b) in enumerate(zip(ours, theirs)) if abs(a - b) > 0.1]
         assert not far, f"rounds {far} are more than 0.1 from the PyTorch replay"
+    elif check == "scale":
+        scale(work, result, initial)
     else:
         sys.exit(f"unknown check {check}")
 

@@ -128,18 +128,30 @@ start_run() {
 }
 start_superlink
 
+NODE_PORT=$PORT
+if [ -n "${WIRE:-}" ]; then  # the nodes reach the SuperLink through a byte-counting proxy
+  NODE_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  setsid "$PY" "$ROOT/tests/fleet/wire_proxy.py" "$NODE_PORT" "$PORT" "$WORK/wire.json" > "$WORK/proxy.log" 2>&1 &
+  PIDS+=($!)
+  sleep 1
+fi
 EVAL_ARGS=()
+NODE_PIDS=()
 [ -z "${EVAL_HELDOUT:-}" ] || EVAL_ARGS=(--eval "$WORK/heldout.safetensors")
 for i in $(seq 1 "$NODES"); do
   if [ "$CLIENT" = cli ]; then
     XDG_CONFIG_HOME="$WORK/config$i" setsid "$TORCHLET_BIN" fleet join "$MODEL" "$WORK/shard$i.safetensors" \
-      --superlink "http://127.0.0.1:$PORT" --choice "$CHOICE" "${EVAL_ARGS[@]}" > "$WORK/node$i.log" 2>&1 &
+      --superlink "http://127.0.0.1:$NODE_PORT" --choice "$CHOICE" "${EVAL_ARGS[@]}" > "$WORK/node$i.log" 2>&1 &
   else
-    setsid "$NODE_BIN" "http://127.0.0.1:$PORT" $((10 * i)) > "$WORK/node$i.log" 2>&1 &
+    setsid "$NODE_BIN" "http://127.0.0.1:$NODE_PORT" $((10 * i)) > "$WORK/node$i.log" 2>&1 &
   fi
   PIDS+=($!)
+  NODE_PIDS+=($!)
 done
-NODE_PIDS=("${PIDS[@]:1}")
+if [ -n "${SAMPLE:-}" ]; then  # the nodes' CPU time and peak memory
+  setsid "$PY" "$ROOT/tests/fleet/sample_nodes.py" "$WORK/nodes.json" "${NODE_PIDS[@]}" &
+  PIDS+=($!)
+fi
 start_run
 KILLED=
 case "${FAULT:-}" in
@@ -176,6 +188,7 @@ for pid in "${NODE_PIDS[@]}"; do
   done
   wait "$pid" || { echo "FAIL: node $pid exited with $?"; tail -n 20 "$WORK"/node*.log; exit 1; }
 done
+[ -z "${WIRE:-}${SAMPLE:-}" ] || sleep 1.5  # the proxy's and the sampler's last writes
 [ -f "$WORK/result.json" ] || { echo "FAIL: no result from the ServerApp"; tail -30 "$WORK/superlink.log"; exit 1; }
 # shellcheck disable=SC2086 # CHECK_ARGS: words
 "$PY" "$ROOT/tests/fleet/check.py" "$WORK" "$CHECK" ${CHECK_ARGS:-}

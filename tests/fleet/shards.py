@@ -10,7 +10,8 @@ KIND:
   - pairs: node i (0-based) holds digits 2i mod 10 and 2i+1 mod 10, the first 10 (i+1)
     of each among records 0..7999, so shards differ in size (20, 40, ...);
   - upper: node i holds digits 5 + i mod 5 and 5 + (i+1) mod 5, 20 of each among
-    records 0..7999 (digits 5-9 only; no sample in two shards, for up to 10 nodes).
+    records 0..7999 (digits 5-9 only; no sample in two shards, for up to 10 nodes);
+  - slices: node i holds records 20 i .. 20 i + 19 (mod 8000), any number of nodes.
 Also `heldout` (OUT_DIR/heldout.safetensors): records 8000..8999, all ten digits.
 x is [N, 1, 28, 28] float32 pixel / 255, y is [N] int64.
 """
@@ -42,6 +43,9 @@ def shard_rows(kind, nodes, labels):
         elif kind == "upper":
             digits, count = (5 + i % 5, 5 + (i + 1) % 5), 20
             starts = (40 * (i // 5), 40 * (i // 5) + 20)  # no sample in two shards
+        elif kind == "slices":
+            out.append((20 * i + np.arange(20)) % 8000)
+            continue
         else:
             raise ValueError(f"unknown shard kind {kind!r}")
         out.append(np.concatenate([np.flatnonzero(train == d)[s : s + count] for d, s in zip(digits, starts)]))

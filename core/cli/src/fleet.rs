@@ -145,8 +145,11 @@ pub fn run(command: FleetCommand, limits: Limits) -> Result<(), String> {
     })
     .map_err(|e| e.to_string())?;
     eprintln!(
-        "fleet: node {} left after {} replies ({} errors)",
-        summary.node_id, summary.replies, summary.error_replies
+        "fleet: node {} left after {} replies ({} errors), {} HTTP requests",
+        summary.node_id,
+        summary.replies,
+        summary.error_replies,
+        client.requests()
     );
     Ok(())
 }

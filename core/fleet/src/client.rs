@@ -8,6 +8,8 @@
 
 use crate::error::Error;
 use crate::sign::{Identity, PUBLIC_KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The largest response body read (a message's objects come one per request).
@@ -19,6 +21,8 @@ pub struct Client {
     base: String,
     agent: ureq::Agent,
     identity: Identity,
+    /// HTTP requests made, by this client and its clones.
+    requests: Arc<AtomicU64>,
     /// How long a call keeps retrying an unreachable SuperLink.
     pub patience: Duration,
 }
@@ -60,12 +64,19 @@ impl Client {
             base,
             agent,
             identity,
+            requests: Arc::default(),
             patience: Duration::from_secs(600),
         })
     }
 
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// HTTP requests made so far by this client and its clones (one per object a message
+    /// carries, each way, besides the calls of the node's life).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// One RPC, retried while the SuperLink is unreachable.
@@ -112,6 +123,7 @@ impl Client {
             .identity
             .headers(&timestamp_now())
             .map_err(|e| e.to_string())?;
+        self.requests.fetch_add(1, Ordering::Relaxed);
         let mut response = self
             .agent
             .post(format!("{}/v1/fleet/{rpc}", self.base))

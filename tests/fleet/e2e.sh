@@ -17,7 +17,9 @@
 # LR (0.05), CHOICE (all), EVAL_HELDOUT=1 (nodes evaluate on held-out digits), EVAL_NODES
 # (how many evaluate each round: NODES; one is enough on a shared held-out set), NO_EVAL=1
 # (no evaluate rounds), MIN_NODES, ROUND_TIMEOUT, FRACTION_TRAIN (the ServerApp's
-# min-nodes, round-timeout, fraction-train), CHECK and CHECK_ARGS.
+# min-nodes, round-timeout, fraction-train), WIRE=1 (the nodes reach the SuperLink through
+# tests/fleet/wire_proxy.py, which counts the bytes), SAMPLE=1 (tests/fleet/sample_nodes.py
+# samples the nodes' CPU time and memory), CHECK and CHECK_ARGS.
 # FAULT: nan (node 1's samples hold a NaN), extra (the initial arrays hold one the model
 # has not), shape (one has the wrong shape), kill (the last node is killed with SIGKILL in
 # the first round it trains), interrupt (the last node gets SIGINT there, leaves and

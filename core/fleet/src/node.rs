@@ -6,7 +6,9 @@
 //!    message did not hold (retrying while not yet available, each checked against its
 //!    SHA-256), confirm-message-received, call the
 //!    user's function, push-messages the reply and push-object what the SuperLink asks for.
-//!    With no message, get-run on the last run seen: 403 code 2007 means it has finished.
+//!    With no message, get-run on the last run seen: 403 code 2007 means it has finished;
+//!    then wait a second, or, after ten seconds without a message, twice as long each time
+//!    up to eight.
 //! 3. deactivate-node, unregister-node.
 //!
 //! A SuperLink restarted without its state answers the node's calls with HTTP 401 (it no
@@ -41,8 +43,14 @@ pub struct Task<'a> {
 pub struct NodeOptions {
     /// Seconds between heartbeats the SuperLink expects (10-1800).
     pub heartbeat_interval: f64,
-    /// Wait between pull-messages when nothing came.
+    /// Wait between pull-messages when nothing came, for the first [`NodeOptions::busy`]
+    /// of waiting (the gap between a round's messages).
     pub poll: Duration,
+    /// After that the wait doubles up to this (a long aggregation on the server: a
+    /// hundred nodes polling every second keep a stock SuperLink busy answering them).
+    pub idle_poll: Duration,
+    /// How long the node polls every [`NodeOptions::poll`].
+    pub busy: Duration,
     /// Set it to leave (deactivate, unregister) at the next poll, e.g. on Ctrl-C.
     pub stop: Arc<AtomicBool>,
 }
@@ -52,6 +60,8 @@ impl Default for NodeOptions {
         NodeOptions {
             heartbeat_interval: 30.0,
             poll: Duration::from_secs(1),
+            idle_poll: Duration::from_secs(8),
+            busy: Duration::from_secs(10),
             stop: Arc::default(),
         }
     }
@@ -112,7 +122,9 @@ fn forgotten(e: &Error) -> bool {
     matches!(e, Error::Status { status: 401, .. })
 }
 
-/// register-node (412, already registered, is fine) and activate-node: the node's id.
+/// register-node and activate-node: the node's id. register-node's 412 is fine: the key is
+/// registered already, or SuperNode authentication is on and `flwr supernode register`
+/// registered it.
 fn join(client: &Client, options: &NodeOptions) -> Result<u64, Error> {
     let public_key = client.identity().public_pem().as_bytes().to_vec();
     let register = proto::RegisterNodeFleetRequest {
@@ -131,17 +143,18 @@ fn join(client: &Client, options: &NodeOptions) -> Result<u64, Error> {
         .node_id)
 }
 
-/// deactivate-node, unregister-node.
+/// deactivate-node, unregister-node (412: SuperNode authentication is on, so nodes are
+/// registered and unregistered with `flwr supernode`, not by themselves: fine).
 fn leave(client: &Client, node_id: u64) -> Result<(), Error> {
     client.call::<_, proto::DeactivateNodeResponse>(
         "deactivate-node",
         &proto::DeactivateNodeRequest { node_id },
     )?;
-    client.call::<_, proto::UnregisterNodeFleetResponse>(
-        "unregister-node",
-        &proto::UnregisterNodeFleetRequest { node_id },
-    )?;
-    Ok(())
+    let unregister = proto::UnregisterNodeFleetRequest { node_id };
+    match client.call::<_, proto::UnregisterNodeFleetResponse>("unregister-node", &unregister) {
+        Ok(_) | Err(Error::Status { status: 412, .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn spawn_heartbeat(
@@ -183,6 +196,7 @@ fn serve(
     // round's train message carry the same global arrays, and frozen arrays stay the same
     // over rounds, so most of a message need not be pulled again.
     let mut cache = HashMap::new();
+    let (mut idle, mut wait) = (Duration::ZERO, options.poll);
     while !options.stop.load(Ordering::SeqCst) {
         let pulled: proto::PullMessagesResponse = client.call(
             "pull-messages",
@@ -201,9 +215,14 @@ fn serve(
                     Ok(_) => {}
                 }
             }
-            std::thread::sleep(options.poll);
+            std::thread::sleep(wait);
+            idle += wait;
+            if idle >= options.busy {
+                wait = (wait * 2).min(options.idle_poll.max(options.poll));
+            }
             continue;
         };
+        (idle, wait) = (Duration::ZERO, options.poll);
         let run_id = header.metadata.as_ref().map(|m| m.run_id).unwrap_or(0);
         last_run = Some(run_id);
         let message = pull_message(client, node, run_id, tree, &mut cache)?;

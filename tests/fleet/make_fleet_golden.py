@@ -108,20 +108,10 @@ class MbNetSilu(nn.Module):
         return self.fc(self.blocks(self.stem(x)).mean(dim=(2, 3)))
 
 
-class W1(nn.Module):
-    """W1 (tests/golden/w1_reference.py) with the state_dict names of W1's model file."""
+def w1():
+    from export_w1_pretrained import W1
 
-    def __init__(self):
-        super().__init__()
-        self.c1 = nn.Conv2d(1, 8, 3, padding=1)
-        self.c2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.c3 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc = nn.Linear(32, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.c1(x)), 2)
-        x = F.max_pool2d(F.relu(self.c2(x)), 2)
-        return self.fc(F.relu(self.c3(x)).mean(dim=(2, 3)))
+    return W1()
 
 
 def w2():
@@ -265,7 +255,7 @@ def main():
 
     spread = {}
     starts = {
-        "w1": (W1, load_file(os.path.join(ROOT, "tests/golden/w1_torch.safetensors"))),
+        "w1": (w1, load_file(os.path.join(ROOT, "tests/golden/w1_torch.safetensors"))),
         "w2": (w2, load_file(os.path.join(ROOT, "tests/golden/w2/w2_pretrained.safetensors"))),
     }
     for name, (make, init) in starts.items():

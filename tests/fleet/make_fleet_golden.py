@@ -56,6 +56,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
 import shards  # noqa: E402
+from check import distance  # noqa: E402
 
 torch.set_num_threads(1)
 EQUAL = {"lr": 0.05, "momentum": 0.9, "batch": 8}  # the equality runs' config
@@ -158,16 +159,6 @@ def fedavg(model, glob, data, rounds, steps, trains=None, dtype=torch.float64, e
         if each_round:
             each_round(r + 1, glob)
     return glob
-
-
-def distance(arrays, ref):
-    worst = 0.0
-    for k, r in ref.items():
-        r = np.asarray(r, np.float64)
-        a = np.asarray(arrays[k], np.float64)
-        tol = 1e-4 * float(np.max(np.abs(r))) + 1e-5 if r.size else 1.0
-        worst = max(worst, float(np.max(np.abs(a - r))) / tol if r.size else 0.0)
-    return worst
 
 
 def numpy_sd(sd, dtype=None):
@@ -274,7 +265,7 @@ def main():
                 for k, v in glob0.items()
             }
             replay = fedavg(make(), perturbed, pairs, 3, 5, dtype=torch.float32)
-            dists.append(distance(numpy_sd(replay), ref_np))
+            dists.append(distance(numpy_sd(replay), ref_np)[0])
         spread[name] = {"float32_perturbed_1e-6": dists}
         print(f"{name}: float32 replays at {[round(d, 2) for d in dists]} x the tolerance", flush=True)
     with open(os.path.join(a.out, "spread.json"), "w") as f:

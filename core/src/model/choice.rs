@@ -97,6 +97,7 @@ impl Trained<'_> {
             false => Model::in_place(g, file, self.placement(file, Placement::InPlace)),
         }
     }
+
     /// `file`'s model in `g` for a training-mode step under this choice, as PyTorch's
     /// `model.train()` with the other parameters frozen runs it (a federated round,
     /// where the server averages the running statistics too): BatchNorm on batch

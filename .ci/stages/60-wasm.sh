@@ -23,8 +23,8 @@ cd wasm
 
 echo "--- cargo fmt --check, clippy -D warnings, docs (wasm32)"
 cargo fmt -- --check
-nice -n 10 cargo clippy --target wasm32-unknown-unknown --all-targets --release -q -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-unknown-unknown -q
+nice -n 10 cargo clippy --workspace --target wasm32-unknown-unknown --all-targets --release -q -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --target wasm32-unknown-unknown -q
 
 echo "--- wasm-bindgen-test: the bindings, as wasm in node"
 nice -n 10 cargo test --target wasm32-unknown-unknown --release 2>&1 | tee "$out/bindings.log"
@@ -51,8 +51,12 @@ if (pack.name !== 'torchlet' || missing.length || extra.length) {
 for (const d of ['web', 'web-nosimd', 'node']) {
   const dts = fs.readFileSync(`target/pkg/npm/${d}/torchlet.d.ts`, 'utf8');
   for (const s of ['export class Model', 'trainStep(', 'predict(', 'static planW1(', 'export class Plan',
-    'static fromOnnx(', 'static load(', 'exportModel(', 'exportSafetensors(', 'setTrainable(']) {
+    'static load(', 'exportModel(', 'exportSafetensors(', 'setTrainable(']) {
     if (!dts.includes(s)) { console.error(`${d}/torchlet.d.ts lacks "${s}"`); process.exit(1); }
+  }
+  if (dts.includes('fromOnnx') || dts.includes('onnx')) { console.error(`${d}/torchlet.d.ts: the engine names ONNX`); process.exit(1); }
+  if (!fs.readFileSync(`target/pkg/npm/${d}/index.d.ts`, 'utf8').includes('): Promise<Model>;')) {
+    console.error(`${d}/index.d.ts lacks fromOnnx's Promise<Model>`); process.exit(1);
   }
 }
 console.log(`${pack.filename}: ${pack.entryCount} files, ${pack.size} bytes packed, ${pack.unpackedSize} unpacked`);
@@ -73,11 +77,19 @@ try { m.predict(new Float32Array(5), 1, 28, 28); } catch (e) { msg = e.message; 
 if (!(s1.loss > 0 && s2.loss > 0 && msg === "input: data has 5 values, the shape holds 784")) process.exit(1);
 console.log(`require("torchlet"): 2 steps (28x28, 12x20), loss ${s2.loss.toFixed(3)}; bad input -> "${msg}"`);
 const onnx = require("fs").readFileSync(process.argv[1]);
-const o = Model.fromOnnx(onnx, undefined, 0.05, 0.9, 0);
-const l1 = o.trainStep(new Float32Array(784).fill(0.5), 1, 28, 28, new Uint32Array([3])).loss;
-const again = Model.load(o.exportModel(), 0.05, 0.9, 0);
-if (!(l1 > 0 && again.numParameters === 6218 && o.exportSafetensors().length > 6218 * 4)) process.exit(1);
-console.log(`Model.fromOnnx(w1.ts.onnx): a step (loss ${l1.toFixed(3)}), exportModel loads back, exportSafetensors`);
+const loadedBefore = Object.keys(require.cache).filter((k) => k.includes("torchlet_onnx")).length;
+Model.fromOnnx(onnx, undefined, 0.05, 0.9, 0).then((o) => {
+  const loadedAfter = Object.keys(require.cache).filter((k) => k.includes("torchlet_onnx")).length;
+  const l1 = o.trainStep(new Float32Array(784).fill(0.5), 1, 28, 28, new Uint32Array([3])).loss;
+  const again = Model.load(o.exportModel(), 0.05, 0.9, 0);
+  if (!(loadedBefore === 0 && loadedAfter === 1 && l1 > 0 && again.numParameters === 6218 &&
+    o.exportSafetensors().length > 6218 * 4)) process.exit(1);
+  console.log(`await Model.fromOnnx(w1.ts.onnx): the importer loaded on first use, a step (loss ${l1.toFixed(3)}), exportModel loads back, exportSafetensors`);
+  return Model.fromOnnx(new Uint8Array(8), undefined, 0.05, 0.9, 0);
+}).then(() => process.exit(1), (e) => {
+  if (!(e instanceof Error) || !e.message) process.exit(1);
+  console.log(`await Model.fromOnnx(8 zero bytes) rejects: "${e.message}"`);
+});
 ' "$root/tests/golden/onnx/w1.ts.onnx")
 
 echo "--- wasm/RESULTS.md: the benchmark's block is there and well formed"

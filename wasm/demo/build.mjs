@@ -13,11 +13,12 @@ fs.mkdirSync(path.join(dist, 'pkg'), { recursive: true });
 for (const f of fs.readdirSync(path.join(here, 'src'))) {
   fs.copyFileSync(path.join(here, 'src', f), path.join(dist, f));
 }
-// The SIMD128 build for the page, and the plain build too for the benchmark page.
-for (const [from, to] of [['web', 'pkg'], ['web-nosimd', 'pkg-nosimd']]) {
-  fs.mkdirSync(path.join(dist, to), { recursive: true });
-  for (const f of ['torchlet.js', 'torchlet_bg.wasm']) {
-    fs.copyFileSync(path.join(pkgRoot, from, f), path.join(dist, to, f));
+// The npm package's web builds as the package lays them out: the SIMD128 build for the
+// page, the plain one too for the benchmark page, and the importer Model.fromOnnx loads.
+for (const d of ['web', 'web-nosimd', 'onnx']) {
+  fs.mkdirSync(path.join(dist, 'pkg', d), { recursive: true });
+  for (const f of fs.readdirSync(path.join(pkgRoot, 'npm', d))) {
+    fs.copyFileSync(path.join(pkgRoot, 'npm', d, f), path.join(dist, 'pkg', d, f));
   }
 }
 // TensorFlow.js for the benchmark page only.

@@ -126,6 +126,9 @@ async function main() {
     const page = ctx.pages()[0] ?? (await ctx.newPage());
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
+    const fetched = []; // every URL the page and its worker requested
+    ctx.on('request', (r) => fetched.push(new URL(r.url()).pathname));
+    const wasmFetched = () => fetched.filter((p) => p.endsWith('.wasm')).join(', ');
     await page.goto(site.url);
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
     console.log(await page.textContent('#data-status'));
@@ -193,6 +196,8 @@ async function main() {
     // 7. Load your own model: a file that is not ONNX is refused with the importer's
     // message; then W1 exported by PyTorch loads, plans (per-node shapes) and trains
     // on the digits past ONNX_BAR.
+    check(fetched.includes('/pkg/web/torchlet_bg.wasm') && !fetched.some((p) => p.includes('onnx')),
+      `training layers and weights downloaded the engine only: ${wasmFetched()}`);
     await page.setInputFiles('#onnx', { name: 'bad.onnx', mimeType: 'application/octet-stream', buffer: Buffer.from('not onnx') });
     await page.waitForFunction(() => document.querySelector('#error').textContent.length > 0, null, { timeout: 30000 });
     const oerr = await page.textContent('#error');
@@ -200,6 +205,8 @@ async function main() {
     await page.setInputFiles('#onnx', ONNX_FIXTURE);
     await page.waitForFunction(() => document.querySelector('#onnx-status').textContent.startsWith('Loaded'), null, { timeout: 60000 });
     check((await page.textContent('#error')) === '', `ONNX model loaded: ${await page.textContent('#onnx-status')}`);
+    check(fetched.filter((p) => p === '/pkg/onnx/torchlet_onnx_bg.wasm').length === 1,
+      `the importer was downloaded once, on the first ONNX file: ${wasmFetched()}`);
     const rows = await page.locator('#onnx-plan tr').count();
     const first = await page.textContent('#onnx-plan tr:nth-child(2) td:nth-child(2)');
     const firstShape = await page.textContent('#onnx-plan tr:nth-child(2) td:last-child');

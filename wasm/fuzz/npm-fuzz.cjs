@@ -11,7 +11,8 @@
 //
 //   node fuzz/npm-fuzz.cjs PKG_DIR [--seed N] [--calls N] [--seconds S] [--out DIR] [--replay FILE]
 //
-// PKG_DIR is a `--target nodejs` build (wasm/target/pkg/node after ./build.sh).
+// PKG_DIR is a `--target nodejs` build (wasm/target/pkg/node after ./build.sh), with the
+// importer's node build beside it (../onnx-node).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -31,12 +32,19 @@ const root = path.resolve(__dirname, '../..');
 const regressions = path.join(__dirname, 'regressions');
 
 // ---- the package (loaded again after a trap: a trapped instance is not trusted)
-let T;
+let T, O;
+const onnxDir = path.join(pkgDir, '..', 'onnx-node');
 function load() {
-  for (const k of Object.keys(require.cache)) if (k.startsWith(pkgDir)) delete require.cache[k];
+  for (const k of Object.keys(require.cache)) {
+    if (k.startsWith(pkgDir) || k.startsWith(onnxDir)) delete require.cache[k];
+  }
   T = require(path.join(pkgDir, 'torchlet.js'));
+  O = require(path.join(onnxDir, 'torchlet_onnx.js'));
 }
 load();
+// Model.fromOnnx (the package's index.js) is async only to load the importer; these are
+// its two steps, called in turn.
+const fromOnnx = (bytes, externalData, ...rest) => T.Model.load(O.onnxToModel(bytes, externalData), ...rest);
 
 // ---- seeded randomness (mulberry32)
 let state = seed0 >>> 0;
@@ -117,8 +125,8 @@ function externalFor(f) {
 let pool = []; // { m, c, kind }
 const newModel = {
   w1: () => ({ m: T.Model.w1(1, 0.05, 0.9, 0), c: 1, kind: 'w1' }),
-  onnx: () => ({ m: T.Model.fromOnnx(golden('onnx/w1.ts.onnx'), undefined, 0.05, 0.9, 0), c: 1, kind: 'onnx' }),
-  w2: () => ({ m: T.Model.fromOnnx(golden('w2/w2.onnx'), undefined, 0.05, 0.9, 0), c: 1, kind: 'w2' }),
+  onnx: () => ({ m: fromOnnx(golden('onnx/w1.ts.onnx'), undefined, 0.05, 0.9, 0), c: 1, kind: 'onnx' }),
+  w2: () => ({ m: fromOnnx(golden('w2/w2.onnx'), undefined, 0.05, 0.9, 0), c: 1, kind: 'w2' }),
   layers: () => ({ m: T.Model.fromLayers('[{"type":"conv2d","out_channels":4,"kernel_size":3,"padding":1},{"type":"relu"},{"type":"global_avg_pool2d"},{"type":"flatten"},{"type":"linear","out_features":10}]', 2, 3, 0.05, 0.9, 0), c: 2, kind: 'layers' }),
 };
 function fillPool() {
@@ -141,7 +149,7 @@ const OPS = [
     const f = pick(onnx), bytes = chance(0.85) ? mutate(f.bytes) : f.bytes;
     const a = [bytes, externalFor(f), pick([0.05, number()]), pick([0.9, number()]), pick([1 << 20, 8 << 20, number(), 0]), chance(0.8) ? undefined : pick([['*.bias'], ['nothing'], [], ['*']])];
     if (a[4] === 0 && bytes !== f.bytes) a[4] = 8 << 20; // a mutated model's auto-sized arena could be GBs: legal, but not on a shared machine
-    return [[f.name, bytes.length, ...a.slice(1)], () => T.Model.fromOnnx(...a)];
+    return [[f.name, bytes.length, ...a.slice(1)], () => fromOnnx(...a)];
   }],
   ['Model.load', 5, (p) => { const b = mutate(modelFile(p)); const a = [b, 0.05, pick([0.9, number()]), pick([1 << 20, 8 << 20, number()])]; return [[b.length, ...a.slice(1)], () => T.Model.load(...a)]; }],
   ['Model.planW1', 4, () => { const a = [pick([0.9, number()]), size(), size(), size()]; return [a, () => T.Model.planW1(...a)]; }],

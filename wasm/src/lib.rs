@@ -10,7 +10,6 @@
 //! - No math lives here: the engine does the work; this file only converts values.
 
 mod engine;
-mod external;
 pub mod limits;
 mod loaded;
 mod owned;
@@ -18,7 +17,6 @@ mod partial;
 mod spec;
 
 pub use engine::{Engine, Plan as EnginePlan, StepStats, AUTO_BATCH};
-pub use external::External;
 pub use loaded::{safetensors_bytes, FileEngine, LoadError, StateTensor, MODEL_TAPE};
 pub use partial::TrainSet;
 pub use spec::{LayerSpec, NetSpec, SpecError, MAX_LAYERS};
@@ -243,34 +241,6 @@ impl Model {
         Ok(Model {
             inner: Inner::File(Box::new(inner)),
         })
-    }
-
-    /// A model from an ONNX file as PyTorch's `torch.onnx.export` writes it (either
-    /// exporter), imported in the page. `externalData` holds the files its external
-    /// initializers are stored in, by name: `{ "model.onnx.data": bytes, ... }` or a
-    /// `Map`; a location that is not among them is refused, naming it. A single
-    /// `Uint8Array` is the one file of a model that has one (the dynamo exporter's
-    /// `model.onnx.data`); `undefined` when every initializer is inline. Then as
-    /// [`Model::load`].
-    #[wasm_bindgen(js_name = fromOnnx)]
-    pub fn from_onnx(
-        bytes: &[u8],
-        #[wasm_bindgen(
-            js_name = externalData,
-            unchecked_param_type = "Uint8Array | Record<string, Uint8Array> | Map<string, Uint8Array> | null | undefined"
-        )]
-        external_data: JsValue,
-        lr: f64,
-        momentum: f64,
-        #[wasm_bindgen(js_name = arenaBytes)] arena_bytes: f64,
-        trainable: Option<Vec<String>>,
-    ) -> Result<Model, JsError> {
-        sgd_args(lr, momentum)?;
-        arena(arena_bytes)?;
-        let external = External::from_js(&external_data).map_err(js_err)?;
-        let file = loaded::onnx_to_file(bytes, &external).map_err(js_err)?;
-        drop(external);
-        Self::load(file, lr, momentum, arena_bytes, trainable)
     }
 
     /// The model file of a loaded model with its current (trained) values: load it

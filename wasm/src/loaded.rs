@@ -7,20 +7,19 @@
 use crate::engine::{
     count_correct, evaluate_by, run_planner, softmax_rows, Passes, Plan, PlannedLayer, StepStats, AUTO_BATCH,
 };
-use crate::external::External;
 use crate::limits::{self, Costs};
 use crate::owned::{OwnedGraph, OwnedModel};
 use crate::partial::TrainSet;
 use core::cell::RefCell;
 use core::fmt;
-use torchlet::model::{encode, DimSpec, Model, ModelFile, Placement};
+use torchlet::model::{DimSpec, Model, ModelFile, Placement};
 use torchlet::optim::Sgd;
 use torchlet::plan::Planner;
 use torchlet::{Error, Graph};
 
 /// Tape capacity of a loaded model's graph: its parameters and buffers, the input and
 /// every node output of one step (a file with more nodes is refused when it runs).
-pub const MODEL_TAPE: usize = 1024;
+pub const MODEL_TAPE: usize = crate::owned::TAPE;
 
 /// An error of a loaded model, with the place the model names (node, tensor, input).
 #[derive(Clone, Debug, PartialEq)]
@@ -163,13 +162,6 @@ pub fn plan(
     }
     let (p, trains) = r?;
     Ok(Plan::from_core(p, trains, shapes.into_inner()))
-}
-
-/// Imports an ONNX model whose external initializers are read from `external` (by
-/// name; see [`External`]) and encodes it as a model file.
-pub fn onnx_to_file(onnx: &[u8], external: &External) -> R<Vec<u8>> {
-    let spec = external.import(onnx).map_err(LoadError)?;
-    encode(&spec).map_err(msg)
 }
 
 /// A loaded model with its optimizer and its own arena.

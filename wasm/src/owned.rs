@@ -19,9 +19,12 @@ use core::mem::ManuallyDrop;
 use torchlet::model::{Model, ModelFile, Placement, TensorRecord};
 use torchlet::Graph;
 
-/// Tape capacity: parameters, the input and every op record of one step. W1 needs
-/// about 32; the JS layer specs are limited so that they fit (see `spec.rs`).
-pub const TAPE: usize = 96;
+/// Tape capacity of every graph in the module: parameters, the input and every op
+/// record of one step. A loaded model needs the most (W1 as layers about 32; the JS
+/// layer specs are limited so that they fit, see `spec.rs`). One capacity for all: the
+/// ops are generic over it, so a second one would put a second copy of every op in
+/// the download.
+pub const TAPE: usize = 1024;
 
 /// A graph and the heap arena it borrows.
 pub struct OwnedGraph<const N: usize = TAPE> {

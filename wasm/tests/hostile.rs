@@ -5,6 +5,9 @@
 //! data comes by name; a model stays usable after each refusal.
 #![cfg(target_arch = "wasm32")]
 
+mod common;
+
+use common::from_onnx;
 use js_sys::{Map, Object, Reflect, Uint8Array};
 use torchlet_wasm::{limits, safetensors_bytes, Model};
 use wasm_bindgen::{JsError, JsValue};
@@ -51,7 +54,7 @@ fn still_trains(m: &mut Model) {
 #[wasm_bindgen_test]
 fn every_size_argument_refuses_every_hostile_number_by_name() {
     let mut m = Model::w1(0.0, 0.05, 0.9, 0.0).unwrap();
-    let mut o = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
+    let mut o = from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     let x = [0.5f32; 784];
     for v in HOSTILE.into_iter().chain([0.0]) {
         for (k, name) in ["batch", "height", "width"].into_iter().enumerate() {
@@ -132,14 +135,7 @@ fn arena_sizes_near_2_pow_32_are_refused_before_any_allocation() {
     for bytes in [4_294_000_000.0, 4_200_000_000.0] {
         let e = refused(Model::w1(0.0, 0.05, 0.9, bytes));
         assert!(refusal(&e), "{e}");
-        let e = refused(Model::from_onnx(
-            W1_TS,
-            JsValue::UNDEFINED,
-            0.05,
-            0.9,
-            bytes,
-            None,
-        ));
+        let e = refused(from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, bytes, None));
         assert!(refusal(&e), "{e}");
     }
     for bytes in [
@@ -165,7 +161,7 @@ fn arena_sizes_near_2_pow_32_are_refused_before_any_allocation() {
 #[wasm_bindgen_test]
 fn steps_near_2_pow_32_elements_are_refused_by_their_plan() {
     let mut m = Model::w1(0.0, 0.05, 0.9, 0.0).unwrap();
-    let mut o = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
+    let mut o = from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     // 2^32 elements: the input's element count overflows wasm32's usize.
     for (b, h, w) in [
         (1.0, 65536.0, 65536.0),
@@ -239,7 +235,7 @@ fn learning_rates_momenta_and_seeds_are_checked_as_pytorch_checks_them() {
             e.starts_with("lr must be a finite number of at least 0, got "),
             "{e}"
         );
-        let e = refused(Model::from_onnx(W1_TS, JsValue::UNDEFINED, lr, 0.9, 0.0, None));
+        let e = refused(from_onnx(W1_TS, JsValue::UNDEFINED, lr, 0.9, 0.0, None));
         assert!(e.starts_with("lr must be"), "{e}");
     }
     for mom in [-0.1, 1.0, 1.5, f64::NAN] {
@@ -298,30 +294,30 @@ fn object(entries: &[(&str, &[u8])]) -> JsValue {
 #[wasm_bindgen_test]
 fn external_data_comes_by_name_and_an_unknown_location_is_refused_naming_it() {
     let x = [0.5f32; 784];
-    let one = Model::from_onnx(W1_DYN, Uint8Array::from(W1_DATA).into(), 0.05, 0.9, 0.0, None);
+    let one = from_onnx(W1_DYN, Uint8Array::from(W1_DATA).into(), 0.05, 0.9, 0.0, None);
     let want = one.unwrap().predict(&x, 1.0, 28.0, 28.0).unwrap();
     // The one-file model, by name (an object or a Map) or as one Uint8Array.
     let by_name = object(&[("w1.dyn.onnx.data", W1_DATA)]);
-    let mut m = Model::from_onnx(W1_DYN, by_name, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = from_onnx(W1_DYN, by_name, 0.05, 0.9, 0.0, None).unwrap();
     assert_eq!(m.predict(&x, 1.0, 28.0, 28.0).unwrap(), want);
     let map = Map::new();
     map.set(&"w1.dyn.onnx.data".into(), &Uint8Array::from(W1_DATA));
-    let mut m = Model::from_onnx(W1_DYN, map.into(), 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = from_onnx(W1_DYN, map.into(), 0.05, 0.9, 0.0, None).unwrap();
     assert_eq!(m.predict(&x, 1.0, 28.0, 28.0).unwrap(), want);
 
     // Initializers in two files: each by its name.
     let two = two_file_w1();
     let both = object(&[("w1.dyn.onnx.data", W1_DATA), ("w1.dyn.onnx.dat2", W1_DATA)]);
-    let mut m = Model::from_onnx(&two, both, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = from_onnx(&two, both, 0.05, 0.9, 0.0, None).unwrap();
     assert_eq!(m.predict(&x, 1.0, 28.0, 28.0).unwrap(), want);
     still_trains(&mut m);
     // A location not among those given: refused, naming it and the names given.
-    let e = refused(Model::from_onnx(&two, by_name_only(), 0.05, 0.9, 0.0, None));
+    let e = refused(from_onnx(&two, by_name_only(), 0.05, 0.9, 0.0, None));
     assert_eq!(
         e,
         "fromOnnx: external data \"w1.dyn.onnx.dat2\" is not among those given (\"w1.dyn.onnx.data\")"
     );
-    let e = refused(Model::from_onnx(
+    let e = refused(from_onnx(
         W1_DYN,
         object(&[("../w1.dyn.onnx.data", W1_DATA), ("/etc/passwd", b"x")]),
         0.05,
@@ -334,7 +330,7 @@ fn external_data_comes_by_name_and_an_unknown_location_is_refused_naming_it() {
         "{e}"
     );
     // One Uint8Array is one file: a model of two files is refused.
-    let e = refused(Model::from_onnx(
+    let e = refused(from_onnx(
         &two,
         Uint8Array::from(W1_DATA).into(),
         0.05,
@@ -347,7 +343,7 @@ fn external_data_comes_by_name_and_an_unknown_location_is_refused_naming_it() {
         "{e}"
     );
     assert!(e.contains("\"w1.dyn.onnx.dat2\""), "{e}");
-    let e = refused(Model::from_onnx(W1_DYN, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None));
+    let e = refused(from_onnx(W1_DYN, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None));
     assert!(
         e.starts_with("fromOnnx: the model's initializers are stored in \"w1.dyn.onnx.data\""),
         "{e}"
@@ -358,7 +354,7 @@ fn external_data_comes_by_name_and_an_unknown_location_is_refused_naming_it() {
         JsValue::from_str("w1.dyn.onnx.data"),
         js_sys::Array::new().into(),
     ] {
-        let e = refused(Model::from_onnx(W1_DYN, bad, 0.05, 0.9, 0.0, None));
+        let e = refused(from_onnx(W1_DYN, bad, 0.05, 0.9, 0.0, None));
         assert!(
             e.starts_with("externalData must be undefined, a Uint8Array, or an object"),
             "{e}"
@@ -366,7 +362,7 @@ fn external_data_comes_by_name_and_an_unknown_location_is_refused_naming_it() {
     }
     let o = Object::new();
     Reflect::set(&o, &"w1.dyn.onnx.data".into(), &JsValue::from(7)).unwrap();
-    let e = refused(Model::from_onnx(W1_DYN, o.into(), 0.05, 0.9, 0.0, None));
+    let e = refused(from_onnx(W1_DYN, o.into(), 0.05, 0.9, 0.0, None));
     assert_eq!(e, "externalData[\"w1.dyn.onnx.data\"] must be a Uint8Array");
 }
 
@@ -453,4 +449,30 @@ fn a_step_over_max_macs_is_refused_before_it_starts() {
     m.predict(&[0.5; 784], 1.0, 28.0, 28.0).unwrap();
     m.set_max_macs(plan.train_macs()).unwrap();
     still_trains(&mut m);
+}
+
+/// A node the engine refuses (W1's first MaxPool, kernel 2, with pads 2: more than half
+/// the kernel, which PyTorch refuses too) is imported (the importer leaves the engine's
+/// check to the engine's module) and refused by `Model.load`, naming the ONNX node.
+#[wasm_bindgen_test]
+fn an_engine_refusal_names_the_onnx_node() {
+    let pads = b"\x0a\x04pads@\x00@\x00@\x00@\x00";
+    let mut bad = W1_TS.to_vec();
+    let at = bad
+        .windows(pads.len())
+        .position(|w| w == pads)
+        .expect("MaxPool's pads");
+    for k in 0..4 {
+        bad[at + 7 + 2 * k] = 2;
+    }
+    let file = torchlet_wasm_onnx::onnx_to_model(&bad, JsValue::UNDEFINED).unwrap();
+    let e = refused(Model::load(file, 0.05, 0.9, 0.0, None));
+    assert_eq!(
+        e,
+        "node 2 (max_pool2d \"/2/MaxPool\"): max_pool2d: padding must be at most half the kernel size (got 2)"
+    );
+    assert_eq!(
+        refused(from_onnx(&bad, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None)),
+        e
+    );
 }

@@ -1,9 +1,12 @@
-//! Models from PyTorch in the JS API, as wasm in node: `Model.fromOnnx` (the importer
-//! compiled in) on the committed zoo fixtures predicts what onnxruntime computed
-//! (tests/golden/onnx/*.ref.safetensors: inputs `x.K`, outputs `ort.K`), trains, and
+//! Models from PyTorch in the JS API, as wasm in node: `Model.fromOnnx` (the importer's
+//! module, then `Model.load`) on the committed zoo fixtures predicts what onnxruntime
+//! computed (tests/golden/onnx/*.ref.safetensors: inputs `x.K`, outputs `ort.K`), trains, and
 //! exports a model file, weights and safetensors that load again.
 #![cfg(target_arch = "wasm32")]
 
+mod common;
+
+use common::from_onnx;
 use safetensors::{Dtype, SafeTensors};
 use torchlet_wasm::Model;
 use wasm_bindgen::{JsError, JsValue};
@@ -92,7 +95,7 @@ fn train(m: &mut Model, reference: &[u8], steps: usize) -> Vec<f32> {
 
 #[wasm_bindgen_test]
 fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
-    let mut m = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.0, 0.0, None).unwrap();
+    let mut m = from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.0, 0.0, None).unwrap();
     assert_eq!(m.num_parameters(), 6218.0);
     assert_eq!(m.in_channels(), 1);
     // Three sizes, two of them never exported (28x28 was).
@@ -106,7 +109,7 @@ fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
     assert_eq!(layers[0].shape(), vec![2, 8, 28, 28]);
     assert_eq!(layers.last().unwrap().shape(), vec![2, 10]);
     assert!(plan.infer_bytes() < plan.train_bytes());
-    let mut exact = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.0, plan.train_bytes(), None).unwrap();
+    let mut exact = from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.0, plan.train_bytes(), None).unwrap();
     train(&mut exact, W1_REF, 1);
     assert_eq!(exact.high_water_bytes(), plan.train_bytes());
 
@@ -117,16 +120,9 @@ fn w1_from_torchscript_onnx_predicts_like_onnxruntime_and_trains() {
 
 #[wasm_bindgen_test]
 fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_trains() {
-    let e = refused(Model::from_onnx(
-        MOB_DYN,
-        JsValue::UNDEFINED,
-        0.05,
-        0.0,
-        0.0,
-        None,
-    ));
+    let e = refused(from_onnx(MOB_DYN, JsValue::UNDEFINED, 0.05, 0.0, 0.0, None));
     assert!(e.contains("external"), "{e}");
-    let mut m = Model::from_onnx(
+    let mut m = from_onnx(
         MOB_DYN,
         js_sys::Uint8Array::from(MOB_DATA).into(),
         0.05,
@@ -171,7 +167,7 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
     );
 
     // exportWeights / importWeights: a fresh import takes the trained weights.
-    let mut fresh = Model::from_onnx(
+    let mut fresh = from_onnx(
         MOB_DYN,
         js_sys::Uint8Array::from(MOB_DATA).into(),
         0.05,
@@ -187,7 +183,7 @@ fn dynamo_onnx_with_external_data_and_batch_norm_predicts_in_eval_mode_and_train
 
 #[wasm_bindgen_test]
 fn bad_model_files_and_inputs_throw_and_leave_the_model_usable() {
-    let e = refused(Model::from_onnx(
+    let e = refused(from_onnx(
         b"not onnx at all",
         JsValue::UNDEFINED,
         0.05,
@@ -196,7 +192,7 @@ fn bad_model_files_and_inputs_throw_and_leave_the_model_usable() {
         None,
     ));
     assert!(e.starts_with("not a readable ONNX model"), "{e}");
-    let mut m = Model::from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = from_onnx(W1_TS, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     let mut tlm = m.export_model().unwrap();
     let e = refused(Model::load(tlm[..tlm.len() - 9].to_vec(), 0.05, 0.0, 0.0, None));
     assert!(!e.is_empty());

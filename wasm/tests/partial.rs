@@ -4,6 +4,9 @@
 //! frozen tensors and BatchNorm's running statistics left exactly as they were.
 #![cfg(target_arch = "wasm32")]
 
+mod common;
+
+use common::from_onnx;
 use safetensors::SafeTensors;
 use torchlet::model::name_matches as matches;
 use torchlet_wasm::Model;
@@ -65,7 +68,7 @@ fn name_patterns() {
 
 #[wasm_bindgen_test]
 fn bias_only_fine_tuning_of_w2_at_batch_1_trains_only_the_chosen_tensors() {
-    let mut m = Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     assert_eq!(m.trained_parameters(), W2_PARAMS);
     let full = m.plan(1.0, 28.0, 28.0).unwrap().train_bytes();
     let before = m.export_safetensors().unwrap();
@@ -112,17 +115,17 @@ fn bias_only_fine_tuning_of_w2_at_batch_1_trains_only_the_chosen_tensors() {
 
 #[wasm_bindgen_test]
 fn the_bias_only_plan_is_the_high_water_mark() {
-    let mut probe = Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
+    let mut probe = from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     probe.set_trainable(patterns(&BIAS_ONLY)).unwrap();
     let bytes = probe.plan(1.0, 20.0, 14.0).unwrap().train_bytes();
     // Loaded with the choice, the arena needs only what that choice needs (less than the
     // full update's tensors and SGD state).
-    let e = match Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, bytes, None) {
+    let e = match from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, bytes, None) {
         Ok(_) => panic!("the full update fitted the bias-only arena"),
         Err(e) => message(e),
     };
     assert!(e.contains("arena exhausted"), "{e}");
-    let mut m = Model::from_onnx(
+    let mut m = from_onnx(
         W2,
         JsValue::UNDEFINED,
         0.05,
@@ -139,7 +142,7 @@ fn the_bias_only_plan_is_the_high_water_mark() {
 
 #[wasm_bindgen_test]
 fn patterns_matching_nothing_throw_and_change_nothing() {
-    let mut m = Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
+    let mut m = from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, None).unwrap();
     let x = digit();
     let p = m.predict(&x, 1.0, 28.0, 28.0).unwrap();
     let e = message(
@@ -161,8 +164,7 @@ fn compact_norm_saves_plan_fewer_bytes_and_train_the_same_way() {
     let x = digit();
     let mut steps = Vec::new();
     for compact in [false, true] {
-        let mut m =
-            Model::from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, Some(patterns(&BIAS_ONLY))).unwrap();
+        let mut m = from_onnx(W2, JsValue::UNDEFINED, 0.05, 0.9, 0.0, Some(patterns(&BIAS_ONLY))).unwrap();
         m.set_compact_saves(compact).unwrap();
         let bytes = m.plan(1.0, 28.0, 28.0).unwrap().train_bytes();
         let losses: Vec<f32> = (0..5)

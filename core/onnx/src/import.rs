@@ -1,7 +1,9 @@
 //! The walk over an ONNX graph: initializers and inputs become values, each node is
 //! either folded ([`crate::fold`]), mapped to torchlet ops ([`crate::ops`]) or refused.
 
-use crate::engine_check::{self, Origin};
+#[cfg(feature = "engine-check")]
+use crate::engine_check;
+use crate::engine_check::Origin;
 use crate::fold::fold;
 use crate::tensor::{decode, Dim, Reader, Value};
 use crate::{Error, Options};
@@ -154,9 +156,11 @@ impl<'o> Importer<'o> {
         }
         if let Err(why) = crate::infer::set_min_sizes(&mut im.spec) {
             // No size fits: the engine names the node it refuses, if it does.
+            #[cfg(feature = "engine-check")]
             engine_check::at(&mut im.spec, &im.origins, Some(crate::infer::SEARCH_LIMIT))?;
             return Err(Error::Model(why));
         }
+        #[cfg(feature = "engine-check")]
         engine_check::check(&mut im.spec, &im.origins, crate::infer::SEARCH_LIMIT)?;
         Ok(im.spec)
     }

@@ -2,7 +2,7 @@
 //! [`crate::model`]), shared by the parser, the encoder and the writer.
 
 use super::ValueRef;
-use crate::ops::registry::OpSpec;
+use crate::ops::registry::OpInfo;
 
 /// The first four bytes of every model file.
 pub const MAGIC: [u8; 4] = *b"TLMD";
@@ -129,32 +129,7 @@ pub(crate) fn check_ref(r: ValueRef, inputs: usize, tensors: usize, node: usize)
     }
 }
 
-/// The registry's op names, copied out of [`OpSpec::ALL`] at compile time: checking
-/// a name links no op code (the functions `ALL` points to are not referenced).
-const OP_NAMES: [&str; OpSpec::<f32, 1>::ALL.len()] = {
-    let all = OpSpec::<f32, 1>::ALL;
-    let mut names = [""; OpSpec::<f32, 1>::ALL.len()];
-    let mut i = 0;
-    while i < names.len() {
-        names[i] = all[i].name;
-        i += 1;
-    }
-    names
-};
-
-/// Number of tensor inputs per op, in [`OP_NAMES`] order.
-const OP_INPUTS: [usize; OpSpec::<f32, 1>::ALL.len()] = {
-    let all = OpSpec::<f32, 1>::ALL;
-    let mut n = [0; OpSpec::<f32, 1>::ALL.len()];
-    let mut i = 0;
-    while i < n.len() {
-        n[i] = all[i].inputs.len();
-        i += 1;
-    }
-    n
-};
-
 /// The number of tensor inputs of the op called `name`, if the registry has it.
 pub(crate) fn op_inputs(name: &str) -> Option<usize> {
-    OP_NAMES.iter().position(|&n| n == name).map(|i| OP_INPUTS[i])
+    OpInfo::find(name).map(|op| op.inputs.len())
 }

@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Tensor};
-use crate::ops::registry::{Attrs, OpSpec};
+use crate::ops::registry::{Attrs, OpInfo, OpSpec};
 use crate::scalar::Scalar;
 
 /// Most elements of a list parameter of an [`OpLayer`].
@@ -91,10 +91,9 @@ pub struct OpLayer {
     params: &'static [(&'static str, ParamValue)],
 }
 
-/// The registry's entry for `name` (names and parameter lists are the same for every
-/// scalar type and tape size).
-fn spec(name: &str) -> Option<&'static OpSpec<f32, 1>> {
-    OpSpec::<f32, 1>::find(name)
+/// The registry's entry for `name`, without its functions.
+fn spec(name: &str) -> Option<&'static OpInfo> {
+    OpInfo::find(name)
 }
 
 impl OpLayer {

@@ -63,6 +63,48 @@ impl<S: Scalar, const N: usize> OpSpec<S, N> {
     }
 }
 
+/// What an op is called and takes, without its functions: the same for every scalar
+/// type and tape size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpInfo {
+    /// [`OpSpec::name`].
+    pub name: &'static str,
+    /// [`OpSpec::inputs`].
+    pub inputs: &'static [&'static str],
+    /// [`OpSpec::params`].
+    pub params: &'static [&'static str],
+}
+
+/// [`OpSpec::ALL`] without the functions, copied out at compile time: looking an op's
+/// name or parameters up links no op code (a reference to `ALL` itself would link
+/// every op, for the scalar type and tape size it is taken at).
+pub const OP_INFO: [OpInfo; OpSpec::<f32, 1>::ALL.len()] = {
+    let all = OpSpec::<f32, 1>::ALL;
+    let empty = OpInfo {
+        name: "",
+        inputs: &[],
+        params: &[],
+    };
+    let mut info = [empty; OpSpec::<f32, 1>::ALL.len()];
+    let mut i = 0;
+    while i < info.len() {
+        info[i] = OpInfo {
+            name: all[i].name,
+            inputs: all[i].inputs,
+            params: all[i].params,
+        };
+        i += 1;
+    }
+    info
+};
+
+impl OpInfo {
+    /// The op called `name`, if there is one.
+    pub fn find(name: &str) -> Option<&'static OpInfo> {
+        OP_INFO.iter().find(|s| s.name == name)
+    }
+}
+
 /// Input `k` of a call, or an error naming the op when it is absent.
 pub(crate) fn need(op: &'static str, inputs: &[Option<Tensor>], k: usize) -> Result<Tensor> {
     inputs.get(k).copied().flatten().ok_or(Error::InvalidParam {

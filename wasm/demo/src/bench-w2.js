@@ -19,8 +19,8 @@ const name = ([b, h, w]) => `b${b} ${h}x${w}`;
 const BLOCKS = [[8, 8, 1, 1], [8, 16, 2, 4], [16, 16, 1, 4], [16, 32, 2, 4], [32, 32, 1, 4]];
 
 /** torchlet's W2 from the ONNX file, with an arena planned for this case. */
-function torchletW2(Model, onnx, b, h, w) {
-  const probe = Model.fromOnnx(onnx, undefined, 0.01, 0, 0);
+async function torchletW2(Model, onnx, b, h, w) {
+  const probe = await Model.fromOnnx(onnx, undefined, 0.01, 0, 0);
   const plan = probe.plan(b, h, w);
   const bytes = plan.trainBytes;
   plan.free();
@@ -30,7 +30,7 @@ function torchletW2(Model, onnx, b, h, w) {
 
 async function torchletCase(Model, onnx, b, h, w) {
   const { x, labels } = data(b, h, w);
-  const m = torchletW2(Model, onnx, b, h, w);
+  const m = await torchletW2(Model, onnx, b, h, w);
   try {
     return await time(() => m.trainStep(x, b, h, w, labels));
   } finally {
@@ -209,7 +209,7 @@ export function checkPatchedW2(tf) {
  */
 async function pairedCase(tf, patched, Model, onnx, b, h, w, pairs = 5) {
   const { x, labels } = data(b, h, w);
-  const m = torchletW2(Model, onnx, b, h, w);
+  const m = await torchletW2(Model, onnx, b, h, w);
   const net = tfSetup(tf, patched, b, h, w);
   try {
     const ours = () => m.trainStep(x, b, h, w, labels);

@@ -5,8 +5,8 @@
 // supplied with tf.customGrad (a conv2d with the input's channels as the batch and the
 // batch as the channels); the bench checks that patched gradient against the stock one
 // on the cpu backend first.
-import initSimd, { Model as ModelSimd } from './pkg/torchlet.js';
-import initPlain, { Model as ModelPlain } from './pkg-nosimd/torchlet.js';
+import initSimd, { Model as ModelSimd } from './pkg/web/index.js';
+import initPlain, { Model as ModelPlain } from './pkg/web-nosimd/index.js';
 import { data, lcg, time } from './bench-util.js';
 import { runW2 } from './bench-w2.js';
 

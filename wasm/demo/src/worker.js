@@ -1,7 +1,7 @@
 // The training worker: owns the torchlet model, so the page never freezes. It trains
 // in chunks of steps and yields between chunks, so predictions, plans and fine-tuning
 // requests from the page are answered while training runs.
-import init, { Model } from './pkg/torchlet.js';
+import init, { Model } from './pkg/web/index.js';
 import { parseDigits, croppedDigits, batches, rng, heldOutAccuracy } from './digits.js';
 
 let model = null;
@@ -84,10 +84,10 @@ const handlers = {
   plan({ h, w }) {
     return { type: 'plan', h, w, plan: planOf(h, w) };
   },
-  loadOnnx({ bytes, data, lr = 0.05 }) {
+  async loadOnnx({ bytes, data, lr = 0.05 }) {
     // Stop a running training loop (it exits at its next chunk) and swap the model only
     // once the new one is built: a refused file leaves the current model in place.
-    const next = Model.fromOnnx(new Uint8Array(bytes), data ? new Uint8Array(data) : undefined, lr, 0.9, 0);
+    const next = await Model.fromOnnx(new Uint8Array(bytes), data ? new Uint8Array(data) : undefined, lr, 0.9, 0);
     training = false;
     run++;
     model.free();

@@ -62,6 +62,9 @@ for (const d of ['web', 'web-nosimd', 'node']) {
 console.log(`${pack.filename}: ${pack.entryCount} files, ${pack.size} bytes packed, ${pack.unpackedSize} unpacked`);
 JS
 
+echo "--- download sizes against wasm/size-budget.json (more than 2% past a budget fails)"
+node size-report.mjs target/pkg/npm "$out/pack.json" | tee "$out/size-report.txt"
+
 echo "--- the packed package installs and trains in node"
 app="$out/npm-app"
 rm -rf "$app" && mkdir -p "$app"

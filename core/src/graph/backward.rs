@@ -26,7 +26,7 @@ use crate::scalar::Scalar;
 use crate::Tensor;
 
 /// What a walk may change in a node, saved before a dry run.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Mem {
     data: Span,
     saved: Span,
@@ -94,18 +94,14 @@ impl<S: Scalar, const N: usize> Graph<'_, S, N> {
     /// calls the rules and kernels (on a Cortex-M0 with 16 KiB of RAM that matters).
     #[inline(never)]
     fn dry_run(&mut self, id: usize) -> Result<()> {
-        // Only the nodes there are: a tape of capacity N is seldom full, and filling all
-        // N records cost a memset of the whole table on every backward.
-        let mut snap: heapless::Vec<Mem, N> = heapless::Vec::new();
-        for n in self.nodes.iter() {
-            let m = Mem {
+        let mut snap = [Mem::default(); N];
+        for (m, n) in snap.iter_mut().zip(self.nodes.iter()) {
+            *m = Mem {
                 data: n.data,
                 saved: n.saved,
                 grad_off: n.grad_off,
                 flags: n.flags,
             };
-            // `nodes` holds at most N: every push fits.
-            let _ = snap.push(m);
         }
         let top = self.arena.mark();
         #[cfg(not(target_arch = "arm"))]

@@ -60,15 +60,19 @@ equality() {
         # shellcheck disable=SC2086
         run "fault-$fault" FAULT="$fault" $lenet NODES=3 ROUNDS=2 CHECK=trained
     done
+    departures
 }
-# A node gone mid-run, and the SuperLink killed and restarted (the nodes join again and
-# the new run's arrays equal PyTorch's).
+# A node gone mid-run (in the equality lane, which is otherwise the shorter one).
 departures() {
     for fault in kill interrupt; do
         # shellcheck disable=SC2086
         run "fault-$fault" FAULT="$fault" $lenet NODES=4 ROUNDS=3 MIN_NODES=3 EVAL_NODES=3 \
             FRACTION_TRAIN=0.75 ROUND_TIMEOUT=8 CHECK=trained
     done
+}
+# The SuperLink killed and restarted: the nodes join again and the new run's arrays
+# equal PyTorch's.
+restart() {
     # shellcheck disable=SC2086
     run fault-restart FAULT=restart $lenet NODES=8 ROUNDS=3 NO_EVAL=1 CHECK=equal \
         CHECK_ARGS="$G/lenet_tanh.fedavg_3x5.safetensors"
@@ -83,7 +87,7 @@ learning() {
             EVAL_HELDOUT=1 EVAL_NODES=1 CHOICE="$choice" INITIAL="$G/w2_digits04.safetensors" \
             DEADLINE=800 CHECK=curve CHECK_ARGS="$G/curves.json $choice"
     done
-    departures
+    restart
 }
 equality &
 lane1=$!

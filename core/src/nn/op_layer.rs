@@ -91,16 +91,11 @@ pub struct OpLayer {
     params: &'static [(&'static str, ParamValue)],
 }
 
-/// The registry's entry for `name`, without its functions.
-fn spec(name: &str) -> Option<&'static OpInfo> {
-    OpInfo::find(name)
-}
-
 impl OpLayer {
     /// The op called `name` (`torch.nn.functional`'s name), with PyTorch's defaults.
     /// Errors if no op has that name or the op takes more than one tensor input.
     pub fn new(name: &str) -> Result<Self> {
-        let s = spec(name).ok_or(Error::Unsupported {
+        let s = OpInfo::find(name).ok_or(Error::Unsupported {
             op: "nn::OpLayer: no op has this name",
         })?;
         if s.inputs.len() != 1 {
@@ -126,7 +121,7 @@ impl OpLayer {
 
     /// The op's own name for parameter `key`, or an error naming the op.
     pub fn param_name(&self, key: &str) -> Result<&'static str> {
-        let s = spec(self.name).ok_or(Error::Unsupported { op: self.name })?;
+        let s = OpInfo::find(self.name).ok_or(Error::Unsupported { op: self.name })?;
         s.params
             .iter()
             .find(|p| **p == key)

@@ -9,11 +9,13 @@ export default init;
 let importer;
 
 function loadImporter() {
-  importer ??= import('../onnx/torchlet_onnx.js').then(async (onnx) => {
-    await onnx.default();
-    return onnx;
-  });
-  importer.catch(() => { importer = undefined; }); // a failed download may be retried
+  if (!importer) {
+    importer = import('../onnx/torchlet_onnx.js').then(async (onnx) => {
+      await onnx.default();
+      return onnx;
+    });
+    importer.catch(() => { importer = undefined; }); // a failed download may be retried
+  }
   return importer;
 }
 
